@@ -1,0 +1,164 @@
+"""``sparktui`` command line: every capability of the console, scriptable."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from sparktui import __version__
+from sparktui.cli import render
+from sparktui.config import recipes_dirs, resolve_cluster
+from sparktui.core.cluster import Cluster
+from sparktui.core.errors import ConfigError, Problem, SparkError
+from sparktui.core.lints import errors, lint
+from sparktui.core.plan import Plan, build_plan
+from sparktui.core.recipe import Recipe, find_recipe, json_schema, list_recipes, load_recipe
+
+out = Console(highlight=False, soft_wrap=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _load(args: argparse.Namespace, recipe_arg: str) -> tuple[Recipe, Cluster, list[Problem]]:
+    path = find_recipe(recipe_arg, recipes_dirs(args.recipes))
+    recipe = load_recipe(path)
+    cluster = resolve_cluster(args.cluster, recipe.spec.required_nodes)
+    return recipe, cluster, lint(recipe, cluster)
+
+
+def load_plan(args: argparse.Namespace) -> tuple[Recipe, Cluster, Plan, list[Problem]]:
+    """Recipe, cluster and plan; lint errors raise so no command runs a broken recipe."""
+    recipe, cluster, found = _load(args, args.recipe)
+    if errors(found):
+        raise ConfigError(found)
+    return recipe, cluster, build_plan(recipe, cluster), found
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    status = 0
+    for arg in args.recipe:
+        try:
+            recipe, cluster, found = _load(args, arg)
+        except ConfigError as exc:
+            err.print(render.problems(exc.problems))
+            status = 1
+            continue
+        if found:
+            err.print(render.problems(found))
+        n_err = len(errors(found))
+        n_warn = len(found) - n_err
+        where = recipe.source.display or arg
+        if n_err:
+            status = 1
+            err.print(f"[red]✗[/red] {where}: {n_err} error(s), {n_warn} warning(s)")
+        else:
+            note = f", {n_warn} warning(s)" if n_warn else ""
+            out.print(f"[green]✓[/green] {where}: valid for cluster {cluster.name!r}"
+                      f" ({recipe.spec.required_nodes} of {len(cluster.nodes)} nodes){note}",
+                      soft_wrap=True)
+    return status
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    recipe, _cluster, plan, found = load_plan(args)
+    if found:
+        err.print(render.problems(found))
+    if args.json:
+        print(json.dumps(plan.to_json(show_secrets=args.show_secrets), indent=2))
+    else:
+        out.print(render.plan_view(plan, show_secrets=args.show_secrets, only_rank=args.rank,
+                                   appended_from=len(recipe.spec.args)))
+    return 0
+
+
+def cmd_overview(args: argparse.Namespace) -> int:
+    """What sparktui sees here: recipes found and the cluster each would run on."""
+    dirs = recipes_dirs(args.recipes)
+    out.print(f"[b]sparktui {__version__}[/b] · recipes from "
+              f"{', '.join(str(d) for d in dirs) or '(none found)'}", soft_wrap=True)
+    for d in dirs:
+        for entry in list_recipes(d):
+            try:
+                recipe = load_recipe(entry.path)
+                cluster = resolve_cluster(args.cluster, recipe.spec.required_nodes)
+                found = lint(recipe, cluster)
+            except ConfigError as exc:
+                out.print(f"  [red]✗[/red] {entry.slug}: {len(exc.problems)} problem(s); "
+                          f"run: sparktui validate {entry.slug}", soft_wrap=True)
+                continue
+            mark = "[red]✗[/red]" if errors(found) else "[green]✓[/green]"
+            out.print(f"  {mark} {entry.slug}: {recipe.title} · {recipe.spec.engine} · "
+                      f"{recipe.spec.required_nodes} nodes on cluster {cluster.name!r}",
+                      soft_wrap=True)
+    out.print("\nTry: sparktui plan RECIPE · sparktui validate RECIPE · sparktui --help")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    print(json.dumps(json_schema(), indent=2))
+    return 0
+
+
+def _common(p: argparse.ArgumentParser, recipe_nargs: str | None = None) -> None:
+    p.add_argument("recipe", nargs=recipe_nargs, metavar="RECIPE",
+                   help="a recipe.toml, its folder, or a recipe name under the recipes folder")
+    # SUPPRESS: a value given before the command (sparktui --cluster F plan R) is kept
+    p.add_argument("--cluster", type=Path, metavar="FILE", default=argparse.SUPPRESS,
+                   help="cluster file (default: $SPARKTUI_CLUSTER, ~/.config/sparktui/"
+                        "cluster.toml, else the local cluster)")
+    p.add_argument("--recipes", type=Path, metavar="DIR", default=argparse.SUPPRESS,
+                   help="recipes folder")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="sparktui",
+        description="Console for LLM inference engines across small GPU clusters. "
+                    "Without a command, opens the console.",
+    )
+    ap.add_argument("--version", action="version", version=f"sparktui {__version__}")
+    ap.add_argument("--cluster", type=Path, metavar="FILE", help=argparse.SUPPRESS)
+    ap.add_argument("--recipes", type=Path, metavar="DIR", help=argparse.SUPPRESS)
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("validate", help="check recipes (exit 1 on errors; warnings printed)")
+    _common(p, "+")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("plan", help="show exactly what every rank will run")
+    _common(p)
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.add_argument("--rank", type=int, help="show one rank only")
+    p.add_argument("--show-secrets", action="store_true",
+                   help="show env values whose names contain KEY, TOKEN, SECRET or PASSWORD")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("schema", help="print the JSON Schema of the recipe format")
+    p.set_defaults(func=cmd_schema)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = parser()
+    args = ap.parse_args(argv)
+    func: Handler = getattr(args, "func", cmd_overview)
+    try:
+        return func(args)
+    except ConfigError as exc:
+        err.print(render.problems(exc.problems))
+        return 1
+    except SparkError as exc:
+        err.print(f"[bold red]error:[/bold red] {exc}")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""Rich renderings of problems and plans for the terminal."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from sparktui.core.errors import Problem
+from sparktui.core.plan import Plan, RankPlan
+from sparktui.core.secrets import mask_env
+from sparktui.core.units import format_bytes, format_duration
+
+
+def problem_text(p: Problem) -> Text:
+    style = "bold red" if p.severity == "error" else "bold yellow"
+    text = Text()
+    text.append(p.location(), style="bold")
+    text.append(": ")
+    text.append(p.severity, style=style)
+    text.append(": ")
+    if p.key:
+        text.append(p.key, style="cyan")
+        text.append(": ")
+    text.append(p.message)
+    return text
+
+
+def problems(items: Iterable[Problem]) -> Group:
+    return Group(*(problem_text(p) for p in items))
+
+
+def _command(plan_rank: RankPlan, appended_from: int) -> Text:
+    """One flag and its value per line; the launcher's rank flags stand out."""
+    text = Text()
+    argv = plan_rank.container.command
+    i = 0
+    first = True
+    while i < len(argv):
+        token = argv[i]
+        group = [token]
+        if token.startswith("--") and "=" not in token and i + 1 < len(argv) \
+                and not argv[i + 1].startswith("--"):
+            group.append(argv[i + 1])
+        style = "bold magenta" if i >= appended_from else ""
+        if not first:
+            text.append("\n")
+        text.append(" ".join(group), style=style)
+        first = False
+        i += len(group)
+    return text
+
+
+def rank_panel(plan: Plan, r: RankPlan, show_secrets: bool, appended_from: int) -> Panel:
+    c = r.container
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row("container", c.name)
+    grid.add_row("image", c.image)
+    grid.add_row("entrypoint", " ".join(c.entrypoint) or "(image default)")
+    grid.add_row(f"command ({len(c.command)})", _command(r, appended_from))
+    env = c.env if show_secrets else mask_env(c.env)
+    env_table = Table.grid(padding=(0, 1))
+    env_table.add_column(style="green", no_wrap=True)
+    env_table.add_column(overflow="fold")
+    for k, v in env.items():
+        env_table.add_row(k, v)
+    grid.add_row(f"env ({len(env)})", env_table)
+    grid.add_row("mounts", "\n".join(
+        f"{m.source} → {m.target}" + (" (ro)" if m.read_only else "") for m in c.mounts))
+    grid.add_row("runtime", f"network {c.network_mode} · ipc {c.ipc_mode} · shm "
+                            f"{c.shm_size or 'default'} · gpus {c.gpus}")
+    if c.devices or c.cap_add or c.ulimits:
+        grid.add_row("host access", " · ".join(filter(None, [
+            "devices " + ", ".join(c.devices) if c.devices else "",
+            "cap_add " + ", ".join(c.cap_add) if c.cap_add else "",
+            "ulimits " + ", ".join(f"{k}={v}" for k, v in c.ulimits.items()) if c.ulimits else "",
+        ])))
+    grid.add_row("labels", ", ".join(f"{k}={v}" for k, v in c.labels.items()))
+    run = Syntax(r.docker_run(show_secrets), "bash", word_wrap=True, theme="ansi_dark",
+                 background_color="default")
+    grid.add_row("docker run", run)
+    role = "head" if r.rank == 0 else "worker"
+    return Panel(grid, title=f"[b]rank {r.rank}[/b] · {r.node} ({r.host}) · {role} · port {r.port}",
+                 title_align="left", border_style="blue")
+
+
+def plan_view(plan: Plan, show_secrets: bool = False, only_rank: int | None = None,
+              appended_from: int = 0) -> Group:
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column()
+    head.add_row("recipe", f"{plan.recipe_name} ({plan.recipe_path or plan.recipe_slug})")
+    head.add_row("engine", f"{plan.engine} · model {plan.model} · served as "
+                           f"{plan.served_model_name}")
+    head.add_row("cluster", f"{plan.cluster_name}" + (" (local processes)" if plan.cluster_local
+                                                      else "") + f" · {plan.world} ranks")
+    head.add_row("plan hash", plan.plan_hash)
+    parts: list[RenderableType] = [Panel(head, title="plan", title_align="left")]
+    for r in plan.ranks:
+        if only_rank is None or r.rank == only_rank:
+            parts.append(rank_panel(plan, r, show_secrets, appended_from))
+    if plan.staging:
+        st = Table(title="staging", title_justify="left", expand=False)
+        for col in ("node", "job", "ranks", "src", "dst", "min free"):
+            st.add_column(col, overflow="fold")
+        for s in plan.staging:
+            st.add_row(s.node, f"{s.id} ({s.kind})", f"{','.join(map(str, s.ranks))} of {s.world}",
+                       s.src, s.dst, format_bytes(s.min_free_bytes))
+        parts.append(st)
+    bt = Table(title=f"boot checks · ready within {format_duration(plan.boot.timeout_s)}",
+               title_justify="left")
+    bt.add_column("kind")
+    bt.add_column("ranks")
+    bt.add_column("pattern", overflow="fold")
+    bt.add_row("ready", ",".join(map(str, plan.boot.ready_ranks)), plan.boot.ready)
+    for c in plan.boot.must_show:
+        bt.add_row("must show", c.ranks if isinstance(c.ranks, str) else ",".join(map(str, c.ranks)),
+                   c.pattern)
+    for line in plan.boot.must_not_show:
+        bt.add_row("[red]must not show[/red]", "all", line)
+    parts.append(bt)
+    return Group(*parts)

@@ -1,0 +1,194 @@
+"""The cluster: nodes in rank order, how to reach them, and what each one has.
+
+A cluster file is optional. Without one, sparktui plans on the built-in local cluster: this
+machine, as many local nodes as the recipe needs, rank processes instead of containers.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from sparktui.core.errors import ClusterError
+from sparktui.core.tomlsource import TomlSource, parse_toml, read_toml
+from sparktui.core.validation import StrictModel, problems_from
+
+LOCAL_CLUSTER_NAME = "local"
+LOCAL_HEAD = "127.0.0.1"
+
+
+class SshSettings(StrictModel):
+    """How to reach a node. Host keys are always verified against ``known_hosts``."""
+
+    user: str | None = Field(default=None, description="Login user (default: the current user)")
+    identity: str | None = Field(default=None, description="Private key file")
+    known_hosts: str = Field(default="~/.ssh/known_hosts",
+                             description="Host keys to verify against; never disabled")
+    connect_timeout: float = Field(default=10.0, gt=0)
+
+
+class SshOverride(StrictModel):
+    user: str | None = None
+    identity: str | None = None
+    known_hosts: str | None = None
+    connect_timeout: float | None = Field(default=None, gt=0)
+
+
+class DockerSettings(StrictModel):
+    """The node's Docker engine, reached through the SSH connection."""
+
+    socket: str = Field(default="/var/run/docker.sock", description="Engine socket on the node")
+    gpus: str = Field(default="all", description='"all", "none", a count or device ids')
+    devices: list[str] = Field(default_factory=list)
+    cap_add: list[str] = Field(default_factory=list)
+    ulimits: dict[str, int] = Field(default_factory=dict)
+
+
+class DockerOverride(StrictModel):
+    socket: str | None = None
+    gpus: str | None = None
+    devices: list[str] | None = None
+    cap_add: list[str] | None = None
+    ulimits: dict[str, int] | None = None
+
+
+class NodeSpec(StrictModel):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    host: str = Field(description='SSH address, "host" or "host:port"')
+    fabric_ip: str | None = Field(default=None,
+                                  description="Address used in --dist-init-addr when head")
+    hf_cache: str | None = None
+    port_offset: int = Field(default=0, ge=0,
+                             description="Added to the recipe's port (several nodes on one host)")
+    ssh: SshOverride = Field(default_factory=SshOverride)
+    docker: DockerOverride = Field(default_factory=DockerOverride)
+
+
+class ClusterSpec(StrictModel):
+    """The cluster file's schema."""
+
+    name: str
+    kind: Literal["ssh", "local"] = "ssh"
+    hf_cache: str = Field(default="~/.cache/huggingface", description="HF cache folder on the nodes")
+    dist_init_port: int = Field(default=25000, ge=1, le=65535)
+    ssh: SshSettings = Field(default_factory=SshSettings)
+    docker: DockerSettings = Field(default_factory=DockerSettings)
+    nodes: list[NodeSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> ClusterSpec:
+        seen: set[str] = set()
+        for node in self.nodes:
+            if node.name in seen:
+                raise ValueError(f"node name {node.name!r} appears twice")
+            seen.add(node.name)
+        return self
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node with the cluster defaults applied."""
+
+    index: int
+    name: str
+    host: str
+    ssh_port: int
+    fabric_ip: str
+    hf_cache: str
+    port_offset: int
+    ssh: SshSettings
+    docker: DockerSettings
+    local: bool
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str
+    kind: Literal["ssh", "local"]
+    dist_init_port: int
+    nodes: tuple[Node, ...]
+    path: Path | None = None
+
+    @property
+    def is_local(self) -> bool:
+        return self.kind == "local"
+
+    @property
+    def head(self) -> Node:
+        return self.nodes[0]
+
+
+def _split_host(host: str) -> tuple[str, int]:
+    if host.startswith("["):  # [::1]:2222
+        addr, _, rest = host[1:].partition("]")
+        return addr, int(rest[1:]) if rest.startswith(":") and rest[1:].isdigit() else 22
+    if host.count(":") == 1:
+        addr, port = host.split(":")
+        if port.isdigit():
+            return addr, int(port)
+    return host, 22
+
+
+def _resolve(spec: ClusterSpec, path: Path | None) -> Cluster:
+    nodes = []
+    for i, n in enumerate(spec.nodes):
+        addr, port = _split_host(n.host)
+        ssh = spec.ssh.model_copy(update=n.ssh.model_dump(exclude_none=True))
+        docker = spec.docker.model_copy(update=n.docker.model_dump(exclude_none=True))
+        nodes.append(Node(
+            index=i, name=n.name, host=addr, ssh_port=port,
+            fabric_ip=n.fabric_ip or addr,
+            hf_cache=n.hf_cache or spec.hf_cache,
+            port_offset=n.port_offset, ssh=ssh, docker=docker,
+            local=spec.kind == "local",
+        ))
+    return Cluster(name=spec.name, kind=spec.kind, dist_init_port=spec.dist_init_port,
+                   nodes=tuple(nodes), path=path)
+
+
+def cluster_from_source(source: TomlSource) -> Cluster:
+    try:
+        spec = ClusterSpec.model_validate(source.data)
+    except ValidationError as exc:
+        raise ClusterError(problems_from(exc, source, ClusterSpec)) from None
+    return _resolve(spec, source.path)
+
+
+def load_cluster(path: Path) -> Cluster:
+    return cluster_from_source(read_toml(path, ClusterError))
+
+
+def load_cluster_text(text: str, path: Path | None = None) -> Cluster:
+    return cluster_from_source(parse_toml(text, path, ClusterError))
+
+
+def default_hf_cache() -> str:
+    """Where Hugging Face tools keep their cache on this machine."""
+    return os.environ.get("HF_HOME") or str(Path("~/.cache/huggingface").expanduser())
+
+
+def local_cluster(nodes: int) -> Cluster:
+    """This machine as ``nodes`` local nodes; each rank gets its own port (``port + rank``)."""
+    spec = ClusterSpec(
+        name=LOCAL_CLUSTER_NAME,
+        kind="local",
+        hf_cache=default_hf_cache(),
+        docker=DockerSettings(gpus="none"),
+        nodes=[NodeSpec(name=f"local{i}", host="localhost", fabric_ip=LOCAL_HEAD, port_offset=i)
+               for i in range(max(1, nodes))],
+    )
+    return _resolve(spec, None)
+
+
+def default_cluster_path(config_dir: Path) -> Path | None:
+    """``$SPARKTUI_CLUSTER``, else ``<config>/cluster.toml`` when it exists, else None (local)."""
+    env = os.environ.get("SPARKTUI_CLUSTER")
+    if env:
+        return Path(env).expanduser()
+    candidate = config_dir / "cluster.toml"
+    return candidate if candidate.is_file() else None
+

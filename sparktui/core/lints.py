@@ -1,0 +1,229 @@
+"""Checks that a recipe is consistent with itself and with the cluster it will run on.
+
+Each lint has a code (shown in output, usable in tests) and points at the line to fix.
+Errors stop ``plan`` and ``up``; warnings are shown and the plan goes on.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable
+from pathlib import Path
+
+from sparktui.core.cluster import Cluster
+from sparktui.core.errors import Problem
+from sparktui.core.placeholders import substitute
+from sparktui.core.plan import hosted_tp_ranks
+from sparktui.core.recipe import HF_CACHE_IN_CONTAINER, Recipe, flag_name
+from sparktui.core.sparse_rows import bytes_for_ranks, selected_tensors
+from sparktui.core.units import format_bytes
+
+TP_FLAGS = ("--tp-size", "--tp", "--tensor-parallel-size")
+EP_FLAGS = ("--ep-size", "--ep", "--expert-parallel-size")
+# env names that hold a folder sparktui is expected to fill by staging
+STAGED_ENV_MARKERS = ("PACKED", "STAGED", "STAGING")
+
+
+def flag_values(args: list[str]) -> dict[str, list[tuple[int, str | None]]]:
+    """Each flag in ``args`` with its index and value (``--x 1``, ``--x=1`` or a bare switch)."""
+    out: dict[str, list[tuple[int, str | None]]] = {}
+    for i, token in enumerate(args):
+        name = flag_name(token)
+        if name is None:
+            continue
+        if "=" in token:
+            value: str | None = token.split("=", 1)[1]
+        elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+            value = args[i + 1]
+        else:
+            value = None
+        out.setdefault(name, []).append((i, value))
+    return out
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def lint_parallel_sizes(recipe: Recipe) -> list[Problem]:
+    spec = recipe.spec
+    flags = flag_values(spec.args)
+    problems = []
+    tp = spec.tensor_parallel_size
+    if "TP_SIZE" in spec.env and _int(spec.env["TP_SIZE"]) != tp:
+        problems.append(recipe.problem(
+            ("env", "TP_SIZE"),
+            f"TP_SIZE={spec.env['TP_SIZE']!r} disagrees with tensor_parallel_size = {tp}; "
+            "adapters that read TP_SIZE would shard for a different world",
+            code="tp-size",
+        ))
+    for flag in TP_FLAGS:
+        for i, value in flags.get(flag, []):
+            if _int(value) != tp:
+                problems.append(recipe.problem(
+                    ("args", i), f"{flag} {value} disagrees with tensor_parallel_size = {tp}",
+                    code="tp-size"))
+    ep_flag = next(((f, v[-1]) for f in EP_FLAGS if f in flags for v in [flags[f]]), None)
+    if "EP_SIZE" in spec.env and ep_flag is not None:
+        flag, (_, value) = ep_flag
+        if _int(spec.env["EP_SIZE"]) != _int(value):
+            problems.append(recipe.problem(
+                ("env", "EP_SIZE"),
+                f"EP_SIZE={spec.env['EP_SIZE']!r} disagrees with {flag} {value}",
+                code="ep-size",
+            ))
+    return problems
+
+
+def lint_cuda_graph(recipe: Recipe) -> list[Problem]:
+    flags = flag_values(recipe.spec.args)
+    graph = flags.get("--cuda-graph-max-bs-decode") or flags.get("--cuda-graph-max-bs")
+    running = flags.get("--max-running-requests")
+    if not graph or not running:
+        return []
+    (gi, gv), (_, rv) = graph[-1], running[-1]
+    g, r = _int(gv), _int(rv)
+    if g is not None and r is not None and g < r:
+        return [recipe.problem(
+            ("args", gi),
+            f"--cuda-graph-max-bs-decode {g} is below --max-running-requests {r}: "
+            "decode batches above {g} fall back to eager mode".replace("{g}", str(g)),
+            severity="warning", code="cuda-graph-bs",
+        )]
+    return []
+
+
+def lint_duplicate_flags(recipe: Recipe) -> list[Problem]:
+    problems = []
+    for flag, uses in flag_values(recipe.spec.args).items():
+        if len(uses) > 1:
+            first = uses[0][0]
+            for i, value in uses[1:]:
+                problems.append(recipe.problem(
+                    ("args", i),
+                    f"{flag} is given again (first at args[{first}]); the engine keeps the last "
+                    f"one ({value if value is not None else 'switch'})",
+                    severity="warning", code="duplicate-flag",
+                ))
+    return problems
+
+
+def _host_path(container_path: str, mounts: list[tuple[str, str]]) -> str | None:
+    """The host folder behind a container path, through the longest matching mount."""
+    best: tuple[str, str] | None = None
+    for host, target in mounts:
+        t = target.rstrip("/") or "/"
+        if (container_path == t or container_path.startswith(t + "/")) and (
+            best is None or len(t) > len(best[1])
+        ):
+            best = (host, t)
+    if best is None:
+        return None
+    rest = container_path[len(best[1]):].lstrip("/")
+    return posixpath.normpath(posixpath.join(best[0], rest)) if rest else posixpath.normpath(best[0])
+
+
+def lint_staged_paths(recipe: Recipe) -> list[Problem]:
+    """An env path the engine reads staged data from must be where a staging job writes."""
+    spec = recipe.spec
+    mounts = [(m.host, m.container) for m in spec.extra_mounts]
+    dsts = {posixpath.normpath(j.dst) for j in spec.staging}
+    problems = []
+    for name, value in spec.env.items():
+        if not value.startswith("/") or not any(mk in name.upper() for mk in STAGED_ENV_MARKERS):
+            continue
+        if value.startswith(HF_CACHE_IN_CONTAINER):
+            continue
+        host = _host_path(value, mounts)
+        if host is None:
+            problems.append(recipe.problem(
+                ("env", name),
+                f"{name}={value} is not inside any extra_mounts container path, so the "
+                "container cannot see staged data there", severity="warning", code="staged-path"))
+        elif host not in dsts:
+            where = ", ".join(sorted(dsts)) or "nowhere (no [[staging]] job)"
+            problems.append(recipe.problem(
+                ("env", name),
+                f"{name}={value} is {host} on the host, but staging writes to {where}",
+                severity="warning", code="staged-path"))
+    for i, job in enumerate(spec.staging):
+        visible = any(
+            posixpath.normpath(job.dst) == posixpath.normpath(h)
+            or posixpath.normpath(job.dst).startswith(posixpath.normpath(h) + "/")
+            for h, _ in mounts
+        )
+        if not visible and "{{hf}}" not in job.dst:
+            problems.append(recipe.problem(
+                ("staging", i, "dst"),
+                f"staging writes to {job.dst}, which no extra_mounts entry makes visible in "
+                "the container", severity="warning", code="staged-path"))
+    return problems
+
+
+def lint_cluster_size(recipe: Recipe, cluster: Cluster | None) -> list[Problem]:
+    if cluster is None or recipe.spec.required_nodes <= len(cluster.nodes):
+        return []
+    where = f" ({cluster.path})" if cluster.path else ""
+    return [recipe.problem(
+        ("required_nodes",),
+        f"the recipe needs {recipe.spec.required_nodes} nodes but cluster {cluster.name!r}{where} "
+        f"has {len(cluster.nodes)}",
+        code="cluster-size",
+    )]
+
+
+def lint_min_free(recipe: Recipe, cluster: Cluster | None) -> list[Problem]:
+    """``min_free`` below what the job writes, when the checkpoint is readable from here
+    (the local cluster, or a NAS mounted at the same path as on the nodes)."""
+    spec = recipe.spec
+    if cluster is None or not spec.staging:
+        return []
+    problems = []
+    node = cluster.nodes[0]
+    values = {"hf": node.hf_cache, "rank": "0", "nnodes": str(spec.required_nodes),
+              "node": node.name, "head": node.fabric_ip}
+    for i, job in enumerate(spec.staging):
+        src = Path(substitute(job.src, values)).expanduser()
+        if not src.is_dir():
+            continue
+        try:
+            layers = selected_tensors(src, job.id, job.tensors)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        tp = spec.tensor_parallel_size
+        if cluster.is_local:  # every local "node" writes into the same dst on this disk
+            per_node = bytes_for_ranks(layers, list(range(tp)), tp)
+        else:
+            per_node = max(
+                bytes_for_ranks(layers, hosted_tp_ranks(r, spec.required_nodes, tp), tp)
+                for r in range(spec.required_nodes)
+            )
+        if job.min_free_bytes < per_node:
+            problems.append(recipe.problem(
+                ("staging", i, "min_free"),
+                f"min_free {job.min_free} ({format_bytes(job.min_free_bytes)}) is below the "
+                f"{format_bytes(per_node)} this job writes per node",
+                severity="warning", code="min-free"))
+    return problems
+
+
+RECIPE_LINTS: list[Callable[[Recipe], list[Problem]]] = [
+    lint_parallel_sizes, lint_cuda_graph, lint_duplicate_flags, lint_staged_paths,
+]
+CLUSTER_LINTS: list[Callable[[Recipe, Cluster | None], list[Problem]]] = [
+    lint_cluster_size, lint_min_free,
+]
+
+
+def lint(recipe: Recipe, cluster: Cluster | None = None) -> list[Problem]:
+    """Every lint, errors first, each group in file order."""
+    found = [p for f in RECIPE_LINTS for p in f(recipe)]
+    found += [p for f in CLUSTER_LINTS for p in f(recipe, cluster)]
+    return sorted(found, key=lambda p: (p.severity != "error", p.line or 0, p.column or 0))
+
+
+def errors(problems: list[Problem]) -> list[Problem]:
+    return [p for p in problems if p.severity == "error"]

@@ -1,0 +1,338 @@
+"""The plan: a recipe on a cluster, fully resolved, for every rank.
+
+Pure and deterministic. Its hash is written on every container as a label so a later
+sparktui can tell whether what runs still matches the recipe on disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sparktui.core.cluster import Cluster, Node
+from sparktui.core.placeholders import substitute
+from sparktui.core.recipe import (
+    FATAL_LINES,
+    HF_CACHE_IN_CONTAINER,
+    READY_LINES,
+    CheckSpec,
+    Recipe,
+)
+from sparktui.core.secrets import mask_env
+from sparktui.core.units import parse_size
+
+LABEL_PREFIX = "sparktui."
+LABEL_RECIPE = "sparktui.recipe"
+LABEL_RANK = "sparktui.rank"
+LABEL_WORLD = "sparktui.world"
+LABEL_CLUSTER = "sparktui.cluster"
+LABEL_PLAN = "sparktui.plan"
+
+
+@dataclass(frozen=True)
+class MountSpec:
+    source: str
+    target: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """Everything docker needs to start one rank; also what the local runtime runs."""
+
+    name: str
+    image: str
+    entrypoint: list[str]
+    command: list[str]
+    env: dict[str, str]
+    mounts: list[MountSpec]
+    shm_size: str | None
+    network_mode: str
+    ipc_mode: str
+    gpus: str
+    devices: list[str]
+    cap_add: list[str]
+    ulimits: dict[str, int]
+    labels: dict[str, str]
+
+    @property
+    def argv(self) -> list[str]:
+        """The process the container runs: entrypoint followed by command."""
+        return [*self.entrypoint, *self.command]
+
+    def to_json(self, show_secrets: bool = False) -> dict[str, Any]:
+        data = asdict(self)
+        if not show_secrets:
+            data["env"] = mask_env(self.env)
+        return data
+
+
+@dataclass(frozen=True)
+class RankPlan:
+    rank: int
+    node: str
+    host: str
+    port: int
+    container: ContainerSpec
+
+    def docker_run(self, show_secrets: bool = False) -> str:
+        return docker_run_line(self.container, show_secrets=show_secrets)
+
+    def to_json(self, show_secrets: bool = False) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "node": self.node,
+            "host": self.host,
+            "port": self.port,
+            "container": self.container.to_json(show_secrets),
+            "docker_run": self.docker_run(show_secrets),
+        }
+
+
+@dataclass(frozen=True)
+class StagingPlan:
+    """One staging job on one node: the ranks it hosts decide which row slices it writes."""
+
+    node: str
+    ranks: list[int]
+    world: int
+    id: str
+    kind: str
+    src: str
+    dst: str
+    min_free_bytes: int
+    tensors: list[str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class CheckPlan:
+    pattern: str
+    ranks: str | list[int]
+
+    def applies_to(self, rank: int) -> bool:
+        return self.ranks in ("any", "all") or (isinstance(self.ranks, list) and rank in self.ranks)
+
+
+@dataclass(frozen=True)
+class BootPlan:
+    ready: str
+    ready_ranks: list[int]
+    timeout_s: float
+    must_show: list[CheckPlan]
+    must_not_show: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ready": self.ready,
+            "ready_ranks": self.ready_ranks,
+            "timeout_s": self.timeout_s,
+            "must_show": [asdict(c) for c in self.must_show],
+            "must_not_show": self.must_not_show,
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    recipe_name: str
+    recipe_slug: str
+    recipe_path: str | None
+    engine: str
+    model: str
+    served_model_name: str
+    port: int
+    cluster_name: str
+    cluster_local: bool
+    ranks: list[RankPlan]
+    staging: list[StagingPlan]
+    boot: BootPlan
+    plan_hash: str = field(default="")
+
+    @property
+    def world(self) -> int:
+        return len(self.ranks)
+
+    def to_json(self, show_secrets: bool = False) -> dict[str, Any]:
+        return {
+            "recipe": {"name": self.recipe_name, "slug": self.recipe_slug,
+                       "path": self.recipe_path, "engine": self.engine,
+                       "model": self.model, "served_model_name": self.served_model_name},
+            "cluster": {"name": self.cluster_name, "local": self.cluster_local},
+            "plan_hash": self.plan_hash,
+            "ranks": [r.to_json(show_secrets) for r in self.ranks],
+            "staging": [s.to_json() for s in self.staging],
+            "boot": self.boot.to_json(),
+        }
+
+
+def docker_run_line(c: ContainerSpec, show_secrets: bool = False) -> str:
+    """A shell-quoted ``docker run`` that starts the same container."""
+    q = shlex.quote
+    parts = ["docker", "run", "-d", "--name", q(c.name)]
+    parts += ["--network", q(c.network_mode), "--ipc", q(c.ipc_mode)]
+    if c.shm_size:
+        parts += ["--shm-size", q(c.shm_size)]
+    if c.gpus and c.gpus != "none":
+        parts += ["--gpus", q(c.gpus)]
+    for d in c.devices:
+        parts += ["--device", q(d)]
+    for cap in c.cap_add:
+        parts += ["--cap-add", q(cap)]
+    for name, limit in c.ulimits.items():
+        parts += ["--ulimit", q(f"{name}={limit}")]
+    for m in c.mounts:
+        parts += ["-v", q(f"{m.source}:{m.target}" + (":ro" if m.read_only else ""))]
+    env = c.env if show_secrets else mask_env(c.env)
+    for k, v in env.items():
+        parts += ["-e", q(f"{k}={v}")]
+    for k, v in c.labels.items():
+        parts += ["--label", q(f"{k}={v}")]
+    if c.entrypoint:
+        parts += ["--entrypoint", q(c.entrypoint[0])]
+    parts.append(q(c.image))
+    parts += [q(a) for a in c.entrypoint[1:]]
+    parts += [q(a) for a in c.command]
+    return " ".join(parts)
+
+
+def rank_flags(recipe: Recipe, rank: int, cluster: Cluster, port: int) -> list[str]:
+    """The flags the launcher appends to ``args`` for ``rank`` (DESIGN.md, "Recipe schema")."""
+    spec = recipe.spec
+    n = spec.required_nodes
+    head = cluster.head.fabric_ip
+    dist = str(cluster.dist_init_port)
+    if spec.engine == "sglang":
+        return ["--model-path", spec.model, "--nnodes", str(n), "--node-rank", str(rank),
+                "--dist-init-addr", f"{head}:{dist}", "--host", "0.0.0.0", "--port", str(port)]
+    flags = ["--model", spec.model, "--host", "0.0.0.0", "--port", str(port)]
+    if spec.distributed_backend == "mp" and n > 1:
+        flags += ["--nnodes", str(n), "--node-rank", str(rank),
+                  "--master-addr", head, "--master-port", dist]
+        if rank > 0:
+            flags.append("--headless")
+    return flags
+
+
+def served_model_name(recipe: Recipe) -> str:
+    args = recipe.spec.args
+    for i, token in enumerate(args):
+        if token == "--served-model-name" and i + 1 < len(args):
+            return args[i + 1]
+        if token.startswith("--served-model-name="):
+            return token.split("=", 1)[1]
+    return recipe.spec.model
+
+
+def _placeholder_values(recipe: Recipe, cluster: Cluster, node: Node, rank: int) -> dict[str, str]:
+    return {
+        "hf": node.hf_cache,
+        "rank": str(rank),
+        "nnodes": str(recipe.spec.required_nodes),
+        "node": node.name,
+        "head": cluster.head.fabric_ip,
+    }
+
+
+def _container(recipe: Recipe, cluster: Cluster, node: Node, rank: int, port: int) -> ContainerSpec:
+    spec = recipe.spec
+    values = _placeholder_values(recipe, cluster, node, rank)
+
+    def sub(text: str) -> str:
+        return substitute(text, values)
+
+    mounts = [MountSpec(node.hf_cache, HF_CACHE_IN_CONTAINER, False)]
+    mounts += [MountSpec(sub(m.host), sub(m.container), m.read_only) for m in spec.extra_mounts]
+    labels = {
+        LABEL_RECIPE: recipe.slug,
+        LABEL_RANK: str(rank),
+        LABEL_WORLD: str(spec.required_nodes),
+        LABEL_CLUSTER: cluster.name,
+    }
+    return ContainerSpec(
+        name=f"sparktui-{recipe.slug}-r{rank}",
+        image=spec.docker_image,
+        entrypoint=[sub(a) for a in spec.entrypoint or []],
+        command=[sub(a) for a in spec.args] + rank_flags(recipe, rank, cluster, port),
+        env={k: sub(v) for k, v in spec.env.items()},
+        mounts=mounts,
+        shm_size=spec.shm_size,
+        network_mode="host",
+        ipc_mode="host",
+        gpus=node.docker.gpus,
+        devices=list(node.docker.devices),
+        cap_add=list(node.docker.cap_add),
+        ulimits=dict(node.docker.ulimits),
+        labels=labels,
+    )
+
+
+def _boot(recipe: Recipe) -> BootPlan:
+    boot = recipe.spec.boot
+    must_show = [
+        CheckPlan(c.pattern, c.ranks) if isinstance(c, CheckSpec) else CheckPlan(c, "any")
+        for c in boot.must_show
+    ]
+    fatal = list(boot.must_not_show)
+    if boot.engine_fatal:
+        fatal += [line for line in FATAL_LINES if line not in fatal]
+    return BootPlan(
+        ready=boot.ready or READY_LINES[recipe.spec.engine],
+        ready_ranks=[0],
+        timeout_s=boot.timeout_s,
+        must_show=must_show,
+        must_not_show=fatal,
+    )
+
+
+def plan_hash(plan_json: dict[str, Any]) -> str:
+    """Stable over everything that decides what runs; 12 hex digits are plenty to compare."""
+    canonical = json.dumps(
+        {k: plan_json[k] for k in ("ranks", "staging", "boot")},
+        sort_keys=True, separators=(",", ":"),
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def hosted_tp_ranks(node_rank: int, nodes: int, tp: int) -> list[int]:
+    """The tensor-parallel ranks a node's container hosts (TP8 on 4 nodes: two each)."""
+    return [t for t in range(tp) if t * nodes // tp == node_rank]
+
+
+def build_plan(recipe: Recipe, cluster: Cluster) -> Plan:
+    """Resolve ``recipe`` on ``cluster``. The caller checks the cluster is large enough (lints)."""
+    spec = recipe.spec
+    world = spec.required_nodes
+    if world > len(cluster.nodes):
+        raise ValueError(f"cluster {cluster.name!r} has {len(cluster.nodes)} nodes, need {world}")
+    ranks: list[RankPlan] = []
+    staging: list[StagingPlan] = []
+    for rank in range(world):
+        node = cluster.nodes[rank]
+        port = spec.api_port + node.port_offset
+        ranks.append(RankPlan(rank, node.name, node.host, port,
+                              _container(recipe, cluster, node, rank, port)))
+        values = _placeholder_values(recipe, cluster, node, rank)
+        for job in spec.staging:
+            staging.append(StagingPlan(
+                node=node.name, ranks=hosted_tp_ranks(rank, world, spec.tensor_parallel_size),
+                world=spec.tensor_parallel_size,
+                id=job.id, kind=job.kind,
+                src=substitute(job.src, values), dst=substitute(job.dst, values),
+                min_free_bytes=parse_size(job.min_free), tensors=job.tensors,
+            ))
+    plan = Plan(
+        recipe_name=recipe.title, recipe_slug=recipe.slug,
+        recipe_path=recipe.source.display, engine=spec.engine, model=spec.model,
+        served_model_name=served_model_name(recipe), port=spec.api_port,
+        cluster_name=cluster.name, cluster_local=cluster.is_local,
+        ranks=ranks, staging=staging, boot=_boot(recipe),
+    )
+    digest = plan_hash(plan.to_json(show_secrets=True))
+    for r in ranks:
+        r.container.labels[LABEL_PLAN] = digest
+    return Plan(**{**plan.__dict__, "plan_hash": digest})

@@ -1,0 +1,353 @@
+"""The recipe: one TOML file that says what runs on every rank.
+
+Every key of the operator's own recipe keeps its meaning; ``[boot]`` is this project's
+addition. Loading validates the whole file and reports every problem at once, each naming
+the file, the key path and the line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    WithJsonSchema,
+)
+
+from sparktui.core.errors import Problem, RecipeError
+from sparktui.core.patterns import compile_pattern
+from sparktui.core.placeholders import PLACEHOLDERS, names_in, walk_strings
+from sparktui.core.tomlsource import TomlSource, parse_toml, read_toml
+from sparktui.core.units import DURATION_PATTERN, SIZE_PATTERN, parse_duration, parse_size
+from sparktui.core.validation import StrictModel, problems_from, suggest
+
+Engine = Literal["sglang", "vllm"]
+
+READY_LINES: dict[str, str] = {
+    "sglang": "The server is fired up and ready to roll!",
+    "vllm": "Application startup complete.",
+}
+
+# Lines after which a rank will not come up; checked unless ``[boot] engine_fatal = false``.
+FATAL_LINES: tuple[str, ...] = (
+    "Traceback (most recent call last):",
+    "Watchdog caught collective operation timeout",
+    "NCCL error",
+    "torch.OutOfMemoryError: CUDA out of memory",
+    "TCPStore ... Failed to recv",
+    "EngineDeadError",
+)
+
+DEFAULT_PORTS: dict[str, int] = {"sglang": 30000, "vllm": 8000}
+
+# Flags the launcher appends per rank; a recipe that sets them in ``args`` is an error.
+LAUNCHER_FLAGS: dict[str, tuple[str, ...]] = {
+    "sglang": ("--model-path", "--nnodes", "--node-rank", "--dist-init-addr", "--host", "--port"),
+    "vllm": (
+        "--model", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless",
+        "--host", "--port",
+    ),
+}
+
+HF_CACHE_IN_CONTAINER = "/root/.cache/huggingface"
+
+
+def _size(value: Any) -> Any:
+    if isinstance(value, str):
+        parse_size(value)
+    return value
+
+
+def _duration(value: Any) -> Any:
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        parse_duration(value)
+    return value
+
+
+Size = Annotated[
+    str,
+    AfterValidator(_size),
+    WithJsonSchema({"type": "string", "pattern": SIZE_PATTERN, "examples": ["55G", "32gb"]}),
+]
+Duration = Annotated[
+    str | int,
+    AfterValidator(_duration),
+    WithJsonSchema(
+        {"anyOf": [{"type": "string", "pattern": DURATION_PATTERN}, {"type": "integer", "minimum": 1}],
+         "examples": ["20m", "90s"]}
+    ),
+]
+
+
+def _pattern(value: Any) -> Any:
+    if isinstance(value, str):
+        compile_pattern(value)
+    return value
+
+
+Pattern = Annotated[str, AfterValidator(_pattern)]
+
+
+def _ranks(value: Any) -> Any:
+    if value in ("any", "all"):
+        return value
+    if isinstance(value, list) and value and all(
+        isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in value
+    ):
+        return value
+    raise ValueError(f'ranks must be "any", "all" or a list of rank numbers such as [0]; found {value!r}')
+
+
+Ranks = Annotated[
+    Literal["any", "all"] | list[int],
+    BeforeValidator(_ranks),
+    WithJsonSchema(
+        {"anyOf": [{"enum": ["any", "all"]},
+                   {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1}]}
+    ),
+]
+
+
+class Mount(StrictModel):
+    """A host folder bind-mounted into every rank's container."""
+
+    host: str = Field(description="Folder on the node (placeholders allowed)")
+    container: str = Field(description="Where it appears inside the container")
+    read_only: bool = False
+
+
+class StagingJob(StrictModel):
+    """Data placed on each node before launch (``kind = "sparse-rows"``: per-rank row slices)."""
+
+    kind: Literal["sparse-rows"]
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+                    description="Selects tensors whose dotted name has a component equal to it")
+    src: str = Field(description="Checkpoint folder on the node (an HF snapshot)")
+    dst: str = Field(description="Node-local folder the packed files are written to")
+    min_free: Size = Field(default="0", description="Free space required at dst before writing")
+    tensors: list[str] | None = Field(default=None, description="Glob patterns overriding the id match")
+
+    @property
+    def min_free_bytes(self) -> int:
+        return parse_size(self.min_free)
+
+
+class CheckSpec(StrictModel):
+    """A must-show line restricted to some ranks."""
+
+    pattern: Pattern
+    ranks: Ranks = "any"
+
+
+def _check_tag(value: Any) -> str:
+    return "table" if isinstance(value, dict) else "str"
+
+
+MustShow = Annotated[
+    Annotated[Pattern, Tag("str")] | Annotated[CheckSpec, Tag("table")],
+    Discriminator(_check_tag),
+]
+
+
+class Boot(StrictModel):
+    """What proves a boot worked, and what proves it did not."""
+
+    timeout: Duration = Field(default="20m", description="Boot budget per launch")
+    ready: str | None = Field(default=None, description="Ready line on the head (engine default)")
+    must_show: list[MustShow] = Field(default_factory=list)
+    must_not_show: list[Pattern] = Field(default_factory=list)
+    engine_fatal: bool = Field(default=True,
+                               description="Also fail on the engine's well-known fatal lines")
+
+    @property
+    def timeout_s(self) -> float:
+        return parse_duration(self.timeout)
+
+
+class RecipeSpec(StrictModel):
+    """The recipe file's schema."""
+
+    engine: Engine
+    name: str | None = Field(default=None, description="Display name (default: folder name)")
+    docker_image: str
+    docker_image_dir: str | None = Field(default=None, description="Build context (informational)")
+    model: str = Field(description="Served checkpoint, an HF repo id resolved in the HF cache")
+    parent_model: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535, description="API port on every rank")
+    required_nodes: int = Field(ge=1)
+    tensor_parallel_size: int = Field(ge=1)
+    distributed_backend: Literal["mp", "ray"] = "mp"
+    shm_size: Size | None = None
+    entrypoint: list[str] | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    extra_mounts: list[Mount] = Field(default_factory=list)
+    staging: list[StagingJob] = Field(default_factory=list)
+    boot: Boot = Field(default_factory=Boot)
+
+    @property
+    def api_port(self) -> int:
+        return self.port if self.port is not None else DEFAULT_PORTS[self.engine]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A validated recipe and where it came from."""
+
+    spec: RecipeSpec
+    source: TomlSource
+    slug: str
+
+    @property
+    def path(self) -> Path | None:
+        return self.source.path
+
+    @property
+    def title(self) -> str:
+        return self.spec.name or self.slug
+
+    def problem(self, path: tuple[str | int, ...], message: str, *, severity: str = "error",
+                code: str = "lint") -> Problem:
+        return self.source.problem(path, message, severity=severity, code=code)
+
+
+def flag_name(token: str) -> str | None:
+    """``--port=1`` and ``--port`` -> ``--port``; non-flags -> None."""
+    if token.startswith("--") and len(token) > 2:
+        return token.split("=", 1)[0]
+    return None
+
+
+def _placeholder_problems(source: TomlSource) -> list[Problem]:
+    problems: list[Problem] = []
+    for path, text in walk_strings(source.data):
+        for name in names_in(text):
+            if name not in PLACEHOLDERS:
+                hint = suggest(name, list(PLACEHOLDERS))
+                msg = f"unknown placeholder {{{{{name}}}}}"
+                msg += f"; did you mean {{{{{hint}}}}}?" if hint else ""
+                msg += f" (known: {', '.join('{{' + p + '}}' for p in PLACEHOLDERS)})"
+                problems.append(source.problem(path, msg, code="placeholder"))
+    return problems
+
+
+def _semantic_problems(spec: RecipeSpec, source: TomlSource) -> list[Problem]:
+    problems: list[Problem] = []
+    owned = LAUNCHER_FLAGS[spec.engine]
+    for i, token in enumerate(spec.args):
+        name = flag_name(token)
+        if name in owned:
+            problems.append(source.problem(
+                ("args", i),
+                f"{name} is set by the launcher for every rank ({' '.join(owned)}); "
+                "remove it from args",
+                code="launcher-flag",
+            ))
+    for i, check in enumerate(spec.boot.must_show):
+        if isinstance(check, CheckSpec) and isinstance(check.ranks, list):
+            for r in check.ranks:
+                if r >= spec.required_nodes:
+                    problems.append(source.problem(
+                        ("boot", "must_show", i, "ranks"),
+                        f"rank {r} does not exist: the recipe runs ranks 0-{spec.required_nodes - 1}",
+                    ))
+    return problems
+
+
+def recipe_from_source(source: TomlSource, slug: str | None = None) -> Recipe:
+    """Validate parsed TOML; raises ``RecipeError`` listing every problem."""
+    placeholders = _placeholder_problems(source)
+    try:
+        spec = RecipeSpec.model_validate(source.data)
+    except ValidationError as exc:
+        problems = problems_from(exc, source, RecipeSpec) + placeholders
+        raise RecipeError(sorted(problems, key=_order)) from None
+    problems = sorted(placeholders + _semantic_problems(spec, source), key=_order)
+    if problems:
+        raise RecipeError(problems)
+    if slug is None:
+        slug = _slug_for(source.path)
+    return Recipe(spec=spec, source=source, slug=slug)
+
+
+def _order(p: Problem) -> tuple[int, int]:
+    return (p.line or 0, p.column or 0)
+
+
+def load_recipe_text(text: str, path: Path | None = None) -> Recipe:
+    return recipe_from_source(parse_toml(text, path, RecipeError))
+
+
+def load_recipe(path: Path) -> Recipe:
+    return recipe_from_source(read_toml(path, RecipeError))
+
+
+def _slug_for(path: Path | None) -> str:
+    if path is None:
+        return "recipe"
+    if path.name == "recipe.toml":
+        return path.parent.name or "recipe"
+    name = path.name
+    for suffix in (".recipe.toml", ".toml"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return path.stem
+
+
+def find_recipe(arg: str, recipes_dirs: list[Path]) -> Path:
+    """A ``recipe.toml`` path, its folder, or a recipe name under one of ``recipes_dirs``."""
+    p = Path(arg).expanduser()
+    if p.is_dir():
+        candidate = p / "recipe.toml"
+        if candidate.is_file():
+            return candidate
+        raise RecipeError([Problem("folder has no recipe.toml", code="io", file=str(p))])
+    if p.is_file() or p.suffix == ".toml":
+        return p
+    names: list[str] = []
+    for d in recipes_dirs:
+        for candidate in (d / arg / "recipe.toml", d / f"{arg}.recipe.toml", d / f"{arg}.toml"):
+            if candidate.is_file():
+                return candidate
+        names.extend(r.slug for r in list_recipes(d))
+    hint = suggest(arg, names)
+    msg = f"no recipe named {arg!r}"
+    msg += f"; did you mean {hint!r}?" if hint else ""
+    searched = ", ".join(str(d) for d in recipes_dirs) or "no recipes folder"
+    raise RecipeError([Problem(f"{msg} (looked in {searched})", code="io", file=arg)])
+
+
+@dataclass(frozen=True)
+class RecipeEntry:
+    slug: str
+    path: Path
+
+
+def list_recipes(folder: Path) -> list[RecipeEntry]:
+    """Recipes in a folder: ``<name>/recipe.toml`` and ``<name>.recipe.toml``, sorted by name."""
+    if not folder.is_dir():
+        return []
+    found: dict[str, Path] = {}
+    for child in sorted(folder.iterdir()):
+        if child.is_dir() and (child / "recipe.toml").is_file():
+            found[child.name] = child / "recipe.toml"
+        elif child.is_file() and child.name.endswith(".recipe.toml"):
+            found.setdefault(_slug_for(child), child)
+    return [RecipeEntry(slug, path) for slug, path in sorted(found.items())]
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON Schema of the recipe format, for editors' TOML support."""
+    schema = RecipeSpec.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "sparktui recipe"
+    return schema
+
+

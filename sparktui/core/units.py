@@ -1,0 +1,73 @@
+"""Sizes and durations as operators write them (docker's ``32gb``, ``55G``; ``20m``)."""
+
+from __future__ import annotations
+
+import re
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b)?\s*$", re.IGNORECASE)
+SIZE_PATTERN = r"^\s*\d+(\.\d+)?\s*([kKmMgGtTpP]?)([iI]?[bB])?\s*$"
+
+_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|h|m|s)", re.IGNORECASE)
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+DURATION_PATTERN = r"^\s*(\d+(\.\d+)?\s*(ms|h|m|s)\s*)+$"
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes from docker's size syntax. Units are binary, as docker reads them (``1g`` = 2**30).
+
+    ``55G``, ``55g``, ``55GB``, ``55GiB`` and ``55gb`` all mean the same; a bare number is bytes.
+    """
+    if isinstance(text, bool):
+        raise ValueError(f"expected a size such as 55G, got {text!r}")
+    if isinstance(text, int):
+        if text < 0:
+            raise ValueError(f"a size cannot be negative ({text})")
+        return text
+    m = _SIZE_RE.match(text)
+    if not m:
+        raise ValueError(
+            f"bad size {text!r}: write a number with an optional unit k, m, g, t or p "
+            "(binary, as docker reads them), for example 55G or 32gb"
+        )
+    number, unit, _suffix = m.groups()
+    return int(float(number) * _SIZE_UNITS[unit.lower()])
+
+
+def parse_duration(text: str | int | float) -> float:
+    """Seconds from ``20m``, ``1h30m``, ``90s``, ``500ms`` or a bare number of seconds."""
+    if isinstance(text, bool):
+        raise ValueError(f"expected a duration such as 20m, got {text!r}")
+    if isinstance(text, (int, float)):
+        if text <= 0:
+            raise ValueError(f"a duration must be positive ({text})")
+        return float(text)
+    stripped = text.strip()
+    if not stripped or _DURATION_RE.sub("", stripped).strip():
+        raise ValueError(
+            f"bad duration {text!r}: write a number with a unit ms, s, m or h, "
+            "for example 20m, 90s or 1h30m"
+        )
+    total = sum(float(n) * _DURATION_UNITS[u.lower()] for n, u in _DURATION_RE.findall(stripped))
+    if total <= 0:
+        raise ValueError(f"a duration must be positive ({text!r})")
+    return total
+
+
+def format_bytes(n: float) -> str:
+    """``57.0 GiB``: binary units, one decimal, the way ``min_free`` is written."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def format_duration(seconds: float) -> str:
+    """``20m``, ``1h30m``, ``45s``: the shortest exact spelling of whole seconds."""
+    s = round(seconds)
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    out = (f"{h}h" if h else "") + (f"{m}m" if m else "") + (f"{sec}s" if sec else "")
+    return out or "0s"
