@@ -139,6 +139,10 @@ def parser() -> argparse.ArgumentParser:
                    help="show env values whose names contain KEY, TOKEN, SECRET or PASSWORD")
     p.set_defaults(func=cmd_plan)
 
+    from sparktui.cli import ops  # imports the backend only when a command needs it
+
+    ops.add_parsers(sub, _common)
+
     p = sub.add_parser("schema", help="print the JSON Schema of the recipe format")
     p.set_defaults(func=cmd_schema)
     return ap
@@ -158,6 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # sparktui ... | head
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+"""The asyncio backend: node transports, container runtimes, the Orchestrator and its events."""

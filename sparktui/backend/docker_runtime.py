@@ -1,0 +1,265 @@
+"""Ranks as Docker containers on a node's own engine, reached through the node's transport.
+
+The docker SDK blocks, so every call runs in a thread; the SSH tunnel it talks through is
+served by the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+import docker
+import docker.errors
+import docker.types
+import requests.exceptions
+
+from sparktui.backend.runtime import ContainerState, LogChunk, RuntimeLost, Status
+from sparktui.backend.transport import Transport
+from sparktui.core.plan import ContainerSpec
+
+T = TypeVar("T")
+_LOST = (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError,
+         requests.exceptions.ReadTimeout, ConnectionError, OSError)
+BATCH_LINES = 2000
+
+
+def split_ts(ts: str) -> tuple[int, int, str]:
+    """``2026-11-29T14:44:15.1234Z`` -> (sortable seconds key, nanoseconds, whole-second part).
+
+    Docker trims trailing zeros from its nanosecond timestamps, so strings do not compare."""
+    base, _, frac = ts.rstrip("Z").partition(".")
+    nanos = int((frac + "000000000")[:9]) if frac else 0
+    digits = "".join(ch for ch in base if ch.isdigit())
+    return int(digits or 0), nanos, base
+
+
+def normalize_ts(ts: str) -> str:
+    _, nanos, base = split_ts(ts)
+    return f"{base}.{nanos:09d}Z"
+
+
+def parse_cursor(cursor: str | None) -> tuple[str, int] | None:
+    """Cursor = last timestamp seen and how many lines carried exactly that timestamp."""
+    if not cursor:
+        return None
+    ts, _, count = cursor.rpartition("|")
+    return (ts, int(count)) if ts and count.isdigit() else None
+
+
+def _epoch(ts: str) -> int:
+    base = ts.rstrip("Z").partition(".")[0]
+    return int(datetime.strptime(base, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp())
+
+
+class DockerRuntime:
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+        self._client: docker.DockerClient | None = None
+        self._url: str | None = None
+
+    async def _docker(self) -> docker.DockerClient:
+        try:
+            url = await self.transport.docker_url()
+        except Exception as exc:
+            raise RuntimeLost(str(exc)) from None
+        if self._client is None or url != self._url:
+            self._url = url
+            self._client = await asyncio.to_thread(docker.DockerClient, base_url=url, timeout=60,
+                                                   version="auto")
+        return self._client
+
+    async def _call(self, fn: Callable[[docker.DockerClient], T]) -> T:
+        client = await self._docker()
+        try:
+            return await asyncio.to_thread(fn, client)
+        except _LOST as exc:
+            self._client = None
+            raise RuntimeLost(f"{self.transport.node.name}: Docker engine unreachable: {exc}") from None
+        except docker.errors.DockerException as exc:
+            if isinstance(exc, docker.errors.NotFound):
+                raise
+            if "Connection" in str(exc) or "Max retries" in str(exc):
+                self._client = None
+                raise RuntimeLost(f"{self.transport.node.name}: {exc}") from None
+            raise
+
+    async def version(self) -> dict[str, Any]:
+        result: dict[str, Any] = await self._call(lambda c: c.version())
+        return result
+
+    async def image_id(self, image: str) -> str | None:
+        def get(c: docker.DockerClient) -> str | None:
+            try:
+                return str(c.images.get(image).id)
+            except docker.errors.ImageNotFound:
+                return None
+        return await self._call(get)
+
+    @staticmethod
+    def _state(c: Any) -> ContainerState:
+        a = c.attrs
+        st = a.get("State", {})
+        status: Status = st.get("Status", "missing")
+        return ContainerState(
+            id=c.id, name=a.get("Name", "").lstrip("/"), status=status,
+            exit_code=st.get("ExitCode") if status in ("exited", "dead") else None,
+            started_at=st.get("StartedAt"), finished_at=st.get("FinishedAt"),
+            labels=dict(a.get("Config", {}).get("Labels") or {}), image_id=a.get("Image"),
+        )
+
+    async def find(self, labels: dict[str, str]) -> list[ContainerState]:
+        filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
+        found = await self._call(lambda c: c.containers.list(all=True, filters=filters))
+        return [self._state(c) for c in found]
+
+    async def inspect(self, container_id: str) -> ContainerState:
+        def get(c: docker.DockerClient) -> ContainerState:
+            try:
+                return self._state(c.containers.get(container_id))
+            except docker.errors.NotFound:
+                return ContainerState(container_id, "", "missing")
+        return await self._call(get)
+
+    async def run(self, spec: ContainerSpec, extra_labels: dict[str, str]) -> ContainerState:
+        kwargs: dict[str, Any] = dict(
+            image=spec.image, command=spec.command, entrypoint=spec.entrypoint or None,
+            environment=spec.env, name=spec.name, detach=True,
+            labels={**spec.labels, **extra_labels}, network_mode=spec.network_mode,
+            ipc_mode=spec.ipc_mode, init=True,
+            volumes={m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"}
+                     for m in spec.mounts},
+        )
+        if spec.shm_size:
+            kwargs["shm_size"] = spec.shm_size
+        if spec.devices:
+            kwargs["devices"] = [f"{d}:{d}:rwm" if ":" not in d else d for d in spec.devices]
+        if spec.cap_add:
+            kwargs["cap_add"] = spec.cap_add
+        if spec.ulimits:
+            kwargs["ulimits"] = [docker.types.Ulimit(name=k, soft=v, hard=v)
+                                 for k, v in spec.ulimits.items()]
+        gpus = spec.gpus.strip().lower()
+        if gpus and gpus != "none":
+            if gpus == "all":
+                req = docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])
+            elif gpus.isdigit():
+                req = docker.types.DeviceRequest(count=int(gpus), capabilities=[["gpu"]])
+            else:
+                req = docker.types.DeviceRequest(device_ids=gpus.split(","), capabilities=[["gpu"]])
+            kwargs["device_requests"] = [req]
+
+        def start(c: docker.DockerClient) -> ContainerState:
+            with contextlib.suppress(docker.errors.NotFound):
+                old = c.containers.get(spec.name)
+                old.remove(force=True)
+            return self._state(c.containers.run(**kwargs))
+        return await self._call(start)
+
+    async def stop(self, container_id: str, timeout: float = 10.0) -> None:
+        def stop(c: docker.DockerClient) -> None:
+            with contextlib.suppress(docker.errors.NotFound):
+                c.containers.get(container_id).stop(timeout=int(timeout))
+        await self._call(stop)
+
+    async def remove(self, container_id: str) -> None:
+        def rm(c: docker.DockerClient) -> None:
+            with contextlib.suppress(docker.errors.NotFound):
+                c.containers.get(container_id).remove(force=True)
+        await self._call(rm)
+
+    async def kill_main(self, container_id: str, signal: str = "KILL") -> None:
+        await self._call(lambda c: c.containers.get(container_id).kill(signal=signal))
+
+    async def logs(self, container_id: str, cursor: str | None,
+                   follow: bool = True) -> AsyncIterator[LogChunk]:
+        """Stream from the cursor on. Docker's ``since`` has whole-second resolution here, so
+        the first second is read again and the lines already seen are skipped by timestamp."""
+        client = await self._docker()
+        last = parse_cursor(cursor)
+        since = _epoch(last[0]) if last else None
+        loop = asyncio.get_running_loop()
+        # unbounded: the consumer only appends to a file, and the pump must never block on it
+        queue: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
+        stop = threading.Event()
+        holder: list[Any] = []
+
+        def send(item: bytes | BaseException | None) -> None:
+            with contextlib.suppress(RuntimeError):  # loop already closed
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        def pump() -> None:
+            try:
+                container = client.containers.get(container_id)
+                kwargs: dict[str, Any] = {"stream": True, "follow": follow, "timestamps": True}
+                if since is not None:
+                    kwargs["since"] = since
+                stream: Iterator[bytes] = container.logs(**kwargs)
+                holder.append(stream)
+                pending = b""
+                for chunk in stream:
+                    if stop.is_set():
+                        return
+                    pending += chunk
+                    if b"\n" in pending:
+                        complete, _, pending = pending.rpartition(b"\n")
+                        send(complete + b"\n")
+                if pending:
+                    send(pending + b"\n")
+                send(None)
+            except BaseException as exc:  # handed to the event loop, raised there
+                if not stop.is_set():
+                    send(exc)
+
+        thread = threading.Thread(target=pump, name=f"logs-{container_id[:12]}", daemon=True)
+        thread.start()
+        last_key = (split_ts(last[0])[:2], last[1]) if last else None
+        cur_ts, cur_count = (normalize_ts(last[0]), last[1]) if last else ("", 0)
+        skip_same = last[1] if last else 0
+        try:
+            while True:
+                item = await queue.get()
+                if item is None:
+                    return
+                if isinstance(item, BaseException):
+                    if isinstance(item, docker.errors.NotFound):
+                        return
+                    if isinstance(item, (*_LOST, docker.errors.DockerException)):
+                        raise RuntimeLost(f"{self.transport.node.name}: log stream lost: {item}")
+                    raise item
+                parts = [item]
+                while not queue.empty() and sum(p.count(b"\n") for p in parts) < BATCH_LINES:
+                    nxt = queue.get_nowait()
+                    if nxt is None or isinstance(nxt, BaseException):
+                        queue.put_nowait(nxt)  # handled on the next turn
+                        break
+                    parts.append(nxt)
+                lines: list[tuple[str, str]] = []
+                for raw in b"".join(parts).split(b"\n"):
+                    if not raw:
+                        continue
+                    ts_raw, _, text_b = raw.partition(b" ")
+                    ts = normalize_ts(ts_raw.decode(errors="replace"))
+                    key = split_ts(ts)[:2]
+                    if last_key is not None:
+                        if key < last_key[0]:
+                            continue
+                        if key == last_key[0] and skip_same > 0:
+                            skip_same -= 1
+                            continue
+                    if ts == cur_ts:
+                        cur_count += 1
+                    else:
+                        cur_ts, cur_count = ts, 1
+                    lines.append((ts, text_b.decode(errors="replace").rstrip("\r")))
+                if lines:
+                    yield LogChunk(lines, f"{cur_ts}|{cur_count}")
+        finally:
+            stop.set()
+            for stream in holder:  # unblock the pump's read
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(stream.close)

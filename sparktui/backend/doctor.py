@@ -1,0 +1,167 @@
+"""Preflight per node, all nodes at once: every check passed, warned or failed with a sentence.
+
+Replaces the operator's `doctor` verb: SSH, Docker, the same image on every node, the HF
+snapshot, staging destination and free space, the API port, the NICs NCCL is told to use, GPUs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Literal
+
+from sparktui.backend.runtime import Runtime, RuntimeLost
+from sparktui.backend.transport import NodeError, Transport
+from sparktui.core.cluster import Node
+from sparktui.core.plan import Plan
+from sparktui.core.units import format_bytes
+
+Verdict = Literal["passed", "warned", "failed"]
+
+PORT_FREE = ("import socket,sys\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+             "s.bind(('0.0.0.0',int(sys.argv[1])))")
+
+
+@dataclass(frozen=True)
+class Finding:
+    node: str
+    check: str
+    verdict: Verdict
+    sentence: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"node": self.node, "check": self.check, "verdict": self.verdict,
+                "sentence": self.sentence}
+
+
+def hf_snapshot_dir(hf_cache: str, model: str) -> str:
+    return f"{hf_cache}/hub/models--{model.replace('/', '--')}"
+
+
+def nic_names(env: dict[str, str]) -> list[tuple[str, str]]:
+    """(variable, device) pairs NCCL is told to use; ``^`` (exclude) lists are skipped."""
+    out = []
+    for var, sysdir in (("NCCL_IB_HCA", "infiniband"), ("NCCL_SOCKET_IFNAME", "net"),
+                        ("GLOO_SOCKET_IFNAME", "net")):
+        value = env.get(var, "")
+        if not value or value.startswith("^"):
+            continue
+        for item in value.lstrip("=").split(","):
+            name = item.split(":")[0].strip()
+            if name:
+                out.append((var, f"/sys/class/{sysdir}/{name}"))
+    return out
+
+
+async def check_node(node: Node, transport: Transport, runtime: Runtime, plan: Plan,
+                     rank: int) -> tuple[list[Finding], str | None]:
+    """Findings for one node, and its image id (to compare across nodes)."""
+    found: list[Finding] = []
+
+    def add(check: str, verdict: Verdict, sentence: str) -> None:
+        found.append(Finding(node.name, check, verdict, sentence))
+
+    try:
+        await transport.connect()
+    except NodeError as exc:
+        add("ssh", "failed", exc.reason)
+        return found, None
+    add("ssh", "passed",
+        "local" if node.local else f"connected to {node.host}:{node.ssh_port}, host key verified")
+
+    spec = plan.ranks[rank].container
+    image_id: str | None = None
+    if node.local:
+        add("runtime", "passed", "local cluster: ranks run as processes, no Docker needed")
+    else:
+        try:
+            version = await runtime.version()  # type: ignore[attr-defined]
+            add("docker", "passed", f"Docker {version.get('Version', '?')} at {node.docker.socket}")
+            image_id = await runtime.image_id(spec.image)
+            if image_id is None:
+                add("image", "failed", f"image {spec.image} is not on this node")
+            else:
+                add("image", "passed", f"{spec.image} is {image_id[7:19]}")
+        except (RuntimeLost, NodeError, Exception) as exc:
+            add("docker", "failed", f"Docker engine at {node.docker.socket} unreachable: {exc}")
+
+    async def sh(argv: list[str]) -> tuple[int, str]:
+        res = await transport.run(argv, timeout=20)
+        return res.returncode, (res.stdout + res.stderr).strip()
+
+    try:
+        snap = hf_snapshot_dir(node.hf_cache, plan.model)
+        rc, _ = await sh(["test", "-d", snap])
+        if rc == 0:
+            add("hf snapshot", "passed", f"{snap} present")
+        else:
+            add("hf snapshot", "warned", f"{snap} not found: the engine will try to download "
+                                         f"{plan.model}")
+        for job in (s for s in plan.staging if s.node == node.name):
+            rc, out = await sh(["mkdir", "-p", job.dst])
+            rc2, _ = await sh(["test", "-w", job.dst])
+            if rc or rc2:
+                add(f"staging {job.id}", "failed", f"{job.dst} is not writable: {out}")
+                continue
+            rc, out = await sh(["df", "-Pk", job.dst])
+            free = _df_free(out) if rc == 0 else None
+            if free is None:
+                add(f"staging {job.id}", "warned", f"cannot read free space at {job.dst}: {out}")
+            elif free < job.min_free_bytes:
+                add(f"staging {job.id}", "failed",
+                    f"{job.dst} has {format_bytes(free)} free, needs {format_bytes(job.min_free_bytes)}")
+            else:
+                add(f"staging {job.id}", "passed",
+                    f"{job.dst} writable, {format_bytes(free)} free (needs "
+                    f"{format_bytes(job.min_free_bytes)})")
+        port = plan.ranks[rank].port
+        rc, out = await sh(["python3", "-c", PORT_FREE, str(port)])
+        if rc == 0:
+            add("port", "passed", f"port {port} is free")
+        else:
+            add("port", "warned", f"port {port} is in use on {node.name}")
+        for var, path in nic_names(spec.env):
+            rc, _ = await sh(["test", "-e", path])
+            name = path.rsplit("/", 1)[1]
+            if rc == 0:
+                add("nic", "passed", f"{name} ({var}) present")
+            else:
+                add("nic", "failed", f"{name} named in {var} does not exist on {node.name}")
+        if spec.gpus not in ("none", ""):
+            rc, out = await sh(["nvidia-smi", "-L"])
+            if rc == 0:
+                gpus = [line for line in out.splitlines() if line.startswith("GPU ")]
+                add("gpu", "passed", f"{len(gpus)} GPU(s): {gpus[0] if gpus else ''}")
+            else:
+                add("gpu", "failed", f"nvidia-smi failed on {node.name}: {out[:200]}")
+    except NodeError as exc:
+        add("ssh", "failed", exc.reason)
+    return found, image_id
+
+
+def _df_free(out: str) -> int | None:
+    lines = out.strip().splitlines()
+    if len(lines) < 2:
+        return None
+    fields = lines[-1].split()
+    try:
+        return int(fields[3]) * 1024
+    except (IndexError, ValueError):
+        return None
+
+
+async def doctor(plan: Plan, nodes: list[Node], transports: dict[str, Transport],
+                 runtimes: dict[str, Runtime]) -> list[Finding]:
+    results = await asyncio.gather(*(
+        check_node(n, transports[n.name], runtimes[n.name], plan, rank)
+        for rank, n in enumerate(nodes)))
+    findings = [f for fs, _ in results for f in fs]
+    ids = {n.name: image for n, (_, image) in zip(nodes, results, strict=False) if image}
+    if len(set(ids.values())) > 1:
+        detail = ", ".join(f"{name} {image[7:19]}" for name, image in ids.items())
+        findings.append(Finding("all", "same image", "failed",
+                                f"nodes run different builds of {plan.ranks[0].container.image}: {detail}"))
+    elif len(ids) == len(nodes) and ids:
+        findings.append(Finding("all", "same image", "passed",
+                                f"every node has image {next(iter(ids.values()))[7:19]}"))
+    return findings

@@ -1,0 +1,57 @@
+"""What the backend tells its listeners (the TUI, the CLI). Small and batched: log lines travel
+in lists, never one event per line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sparktui.core.checks import CheckUpdate
+
+RankStateName = Literal["pending", "staging", "creating", "booting", "ready", "failed", "stopped",
+                        "restarting"]
+
+
+@dataclass(frozen=True)
+class Event:
+    pass
+
+
+@dataclass(frozen=True)
+class RankChanged(Event):
+    rank: int
+    state: RankStateName
+    detail: str = ""
+    exit_code: int | None = None
+    last_lines: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LogBatch(Event):
+    rank: int
+    lines: list[tuple[int, str, str]]  # (line number in the run's log, timestamp, text)
+
+
+@dataclass(frozen=True)
+class ChecksChanged(Event):
+    updates: list[CheckUpdate]
+
+
+@dataclass(frozen=True)
+class HealthChanged(Event):
+    rank: int
+    code: int | None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class NodeChanged(Event):
+    node: str
+    status: Literal["connected", "reconnecting", "unreachable"]
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Notice(Event):
+    level: Literal["info", "warning", "error"]
+    text: str

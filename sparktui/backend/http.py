@@ -1,0 +1,59 @@
+"""A minimal asyncio HTTP/1.1 client for health probes and smoke requests (no extra dependency,
+never blocks the loop)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class HttpResult:
+    status: int
+    body: bytes
+
+    def json(self) -> object:
+        return json.loads(self.body or b"null")
+
+
+async def request(host: str, port: int, path: str, *, method: str = "GET",
+                  body: bytes | None = None, timeout: float = 3.0) -> HttpResult:
+    """One request with ``Connection: close``; raises OSError or TimeoutError on failure."""
+
+    async def go() -> HttpResult:
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            head = (f"{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n"
+                    "Accept: application/json\r\n")
+            if body is not None:
+                head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            writer.write(head.encode() + b"\r\n" + (body or b""))
+            await writer.drain()
+            raw = await reader.read()
+        finally:
+            writer.close()
+        header, _, payload = raw.partition(b"\r\n\r\n")
+        status_line = header.split(b"\r\n", 1)[0].split()
+        if len(status_line) < 2 or not status_line[1].isdigit():
+            raise OSError(f"not an HTTP answer from {host}:{port}")
+        if b"transfer-encoding: chunked" in header.lower():
+            payload = _dechunk(payload)
+        return HttpResult(int(status_line[1]), payload)
+
+    return await asyncio.wait_for(go(), timeout)
+
+
+def _dechunk(data: bytes) -> bytes:
+    out = bytearray()
+    while data:
+        size_line, _, rest = data.partition(b"\r\n")
+        try:
+            size = int(size_line.split(b";")[0], 16)
+        except ValueError:
+            break
+        if size == 0:
+            break
+        out += rest[:size]
+        data = rest[size + 2:]
+    return bytes(out)

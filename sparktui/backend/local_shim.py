@@ -1,0 +1,321 @@
+"""Supervisor of one local rank: what containerd-shim is to a container, for a plain process.
+
+Run as ``python -m sparktui.backend.local_shim [--foreground] <state>/<id>/meta.json``. Standard
+library only, so it never depends on anything but the interpreter that started it.
+
+Why a separate process: the rank must outlive sparktui (as a container outlives the docker
+client), yet every line it prints must land on disk with a timestamp, and its exit code must be
+recorded. The shim detaches (double fork, own session), starts the rank in its own process group,
+and writes into the rank's state directory:
+
+- ``pids.json``: the shim's and the rank's pids with their start times from ``/proc/<pid>/stat``,
+  so a later reader can tell a live process from an unrelated one that reused the pid;
+- ``output.log``: the rank's merged stdout+stderr, one ``<RFC 3339 UTC> <text>`` line per line;
+- ``exit.json``: ``exit_code`` (docker's convention: ``128 + N`` when signal N killed the rank,
+  127 when the program could not be started), ``signal`` and ``finished_at``; written atomically
+  last, so its presence means the log is complete.
+
+Before ``pids.json`` exists the rank counts as "created"; the parent of the double fork exits 0
+only once it does, so ``LocalRuntime.run`` knows the rank is started (or recorded as failed).
+SIGTERM, SIGINT and SIGHUP sent to the shim are forwarded to the rank's process group. When the
+rank's main process exits, whatever is left in its group is killed, as docker does with a
+container whose init exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+# A line longer than this is cut into pieces: a progress bar redrawn with "\r" forever must not
+# grow the shim's memory without bound. Readers' chunks (64 KiB) always hold one whole piece.
+MAX_LINE_BYTES = 32 * 1024
+# After the rank exits, how long descendants that escaped its group may keep the pipe open.
+DRAIN_AFTER_EXIT_S = 2.0
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+PYTHON_NAMES = ("python", "python3")
+
+META = "meta.json"
+PIDS = "pids.json"
+OUTPUT = "output.log"
+EXIT = "exit.json"
+SHIM_LOG = "shim.log"
+
+
+def utc_now() -> str:
+    """RFC 3339 UTC with microseconds, the timestamp format of every log line."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def proc_stat(pid: int) -> tuple[str, int] | None:
+    """``(state, starttime)`` from ``/proc/<pid>/stat``, or None when there is no such process.
+
+    ``starttime`` (clock ticks since boot) tells a process from a later one that reused its pid.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after the last ")".
+    fields = raw.rpartition(")")[2].split()
+    try:
+        return fields[0], int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def proc_start(pid: int) -> int | None:
+    stat = proc_stat(pid)
+    return None if stat is None else stat[1]
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Readers see the old file or the new one, never half of it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def exit_code_of(returncode: int) -> tuple[int, int | None]:
+    """Popen's ``-N`` for "killed by signal N" becomes docker's ``128 + N``."""
+    if returncode < 0:
+        return 128 - returncode, -returncode
+    return returncode, None
+
+
+def project_root() -> Path:
+    """The folder holding the ``sparktui`` package, so ranks can ``import sparktui``."""
+    return Path(__file__).resolve().parent.parent.parent
+
+
+def with_pythonpath(env: dict[str, str], root: Path) -> dict[str, str]:
+    """``env`` with ``root`` first on PYTHONPATH (once)."""
+    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(root)]
+    return {**env, "PYTHONPATH": os.pathsep.join([str(root), *parts])}
+
+
+def rank_command(meta: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment of the rank described by ``meta``.
+
+    ``python``/``python3`` become this interpreter: the venv that runs sparktui, where the
+    rank's own code (and sparktui) is importable.
+    """
+    argv = [str(a) for a in meta["argv"]]
+    if argv and argv[0] in PYTHON_NAMES:
+        argv[0] = sys.executable
+    env = {**os.environ, **{str(k): str(v) for k, v in meta.get("env", {}).items()}}
+    return argv, with_pythonpath(env, project_root())
+
+
+class _LineWriter:
+    """Splits raw output into timestamped lines in ``output.log``; holds back a partial line."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out = out
+        self.pending = b""
+
+    def feed(self, data: bytes) -> None:
+        pieces = (self.pending + data).split(b"\n")
+        self.pending = pieces.pop()
+        while len(self.pending) > MAX_LINE_BYTES:
+            pieces.append(self.pending[:MAX_LINE_BYTES])
+            self.pending = self.pending[MAX_LINE_BYTES:]
+        for piece in pieces:
+            for start in range(0, max(len(piece), 1), MAX_LINE_BYTES):
+                self.write(piece[start:start + MAX_LINE_BYTES])
+        self.out.flush()
+
+    def write(self, raw: bytes) -> None:
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        text = raw.decode("utf-8", errors="replace")
+        self.out.write(f"{utc_now()} {text}\n".encode())
+
+    def close(self) -> None:
+        if self.pending:
+            self.write(self.pending)
+            self.pending = b""
+        self.out.flush()
+
+
+class Shim:
+    """Starts the rank, copies its output, records how it ended."""
+
+    def __init__(self, meta_path: Path) -> None:
+        self.dir = meta_path.parent
+        self.meta: dict[str, Any] = json.loads(meta_path.read_text(encoding="utf-8"))
+        self.child: subprocess.Popen[bytes] | None = None
+        self.pending_signal: int | None = None
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        child = self.child
+        if child is None:
+            self.pending_signal = signum  # arrived before the rank exists: deliver it on start
+            return
+        if child.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signum)
+
+    def _pids(self, child_pid: int | None, started_at: str) -> dict[str, Any]:
+        me = os.getpid()
+        return {
+            "shim_pid": me,
+            "shim_start": proc_start(me),
+            "child_pid": child_pid,
+            "child_start": proc_start(child_pid) if child_pid is not None else None,
+            "started_at": started_at,
+        }
+
+    def start(self) -> bool:
+        """Start the rank and write ``pids.json``; on failure record the error as its exit."""
+        for sig in FORWARDED_SIGNALS:
+            signal.signal(sig, self._on_signal)
+        argv, env = rank_command(self.meta)
+        started_at = utc_now()
+        try:
+            if not argv:
+                raise FileNotFoundError("empty command")
+            self.child = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                env=env, start_new_session=True, close_fds=True,
+            )
+        except OSError as exc:
+            with open(self.dir / OUTPUT, "ab") as out:
+                writer = _LineWriter(out)
+                writer.write(f"sparktui: cannot start {argv[:1]}: {exc}".encode())
+                writer.close()
+            write_json_atomic(self.dir / PIDS, self._pids(None, started_at))
+            code = 126 if isinstance(exc, PermissionError) else 127
+            write_json_atomic(self.dir / EXIT, {"exit_code": code, "signal": None, "finished_at": utc_now()})
+            return False
+        write_json_atomic(self.dir / PIDS, self._pids(self.child.pid, started_at))
+        if self.pending_signal is not None:
+            self._on_signal(self.pending_signal, None)
+        return True
+
+    def supervise(self) -> int:
+        """Copy output until the rank's pipe closes; write ``exit.json``.
+
+        When the rank's main process exits, what is left of its group is killed at once;
+        descendants that left the group get ``DRAIN_AFTER_EXIT_S`` to release the pipe.
+        """
+        child = self.child
+        assert child is not None and child.stdout is not None
+        fd = child.stdout.fileno()
+        with open(self.dir / OUTPUT, "ab") as out:
+            writer = _LineWriter(out)
+            drain_deadline: float | None = None
+            while True:
+                ready, _, _ = select.select([fd], [], [], 0.5)
+                if ready:
+                    data = os.read(fd, 65536)
+                    if not data:
+                        break
+                    writer.feed(data)
+                if drain_deadline is None and _has_exited(child):
+                    _kill_group(child)
+                    drain_deadline = time.monotonic() + DRAIN_AFTER_EXIT_S
+                if drain_deadline is not None and time.monotonic() > drain_deadline:
+                    break
+            writer.close()
+        _wait_exit(child)
+        _kill_group(child)
+        returncode = child.wait()
+        child.stdout.close()
+        code, sig = exit_code_of(returncode)
+        write_json_atomic(self.dir / EXIT, {"exit_code": code, "signal": sig, "finished_at": utc_now()})
+        return 0
+
+
+# The rank is waited for without being reaped (WNOWAIT) until its group is cleared: the zombie
+# keeps its pid, which is the group id, from being reused, so the group kill cannot hit a stranger.
+
+
+def _has_exited(child: subprocess.Popen[bytes]) -> bool:
+    if child.returncode is not None:
+        return True
+    try:
+        return os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _wait_exit(child: subprocess.Popen[bytes]) -> None:
+    if child.returncode is None:
+        with contextlib.suppress(ChildProcessError):
+            os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+
+
+def _kill_group(child: subprocess.Popen[bytes]) -> None:
+    if child.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.pid, signal.SIGKILL)
+
+
+def _detach() -> tuple[int | None, int | None]:
+    """Double fork, so the shim is nobody's child but init's and survives the launcher.
+
+    Returns ``(status, None)`` in the launcher's child, which waits for the grandchild's word and
+    exits with ``status``; ``(None, ready_fd)`` in the grandchild (own session), which carries on
+    and reports on ``ready_fd`` once the rank is started.
+    """
+    read_end, write_end = os.pipe()  # not inheritable: the rank never holds it
+    if os.fork() > 0:
+        os.close(write_end)
+        message = b""
+        while chunk := os.read(read_end, 4096):
+            message += chunk
+        os.close(read_end)
+        if message.startswith(b"ok"):
+            return 0, None
+        sys.stderr.write("sparktui shim: the supervisor died before starting the rank\n")
+        return 1, None
+    os.close(read_end)
+    with contextlib.suppress(OSError):
+        os.setsid()
+    return None, write_end
+
+
+def _report_ready(fd: int | None) -> None:
+    if fd is None:
+        return
+    try:
+        os.write(fd, b"ok\n")
+    finally:
+        os.close(fd)
+
+
+def main(argv: list[str]) -> int:
+    args = [a for a in argv if a != "--foreground"]
+    if len(args) != 1:
+        sys.stderr.write("usage: python -m sparktui.backend.local_shim [--foreground] <meta.json>\n")
+        return 2
+    meta_path = Path(args[0]).resolve()
+    ready_fd: int | None = None
+    if "--foreground" not in argv:
+        status, ready_fd = _detach()
+        if status is not None:
+            return status
+    shim = Shim(meta_path)
+    started = shim.start()
+    _report_ready(ready_fd)
+    return shim.supervise() if started else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

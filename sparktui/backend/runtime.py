@@ -1,0 +1,68 @@
+"""One interface over the two ways a rank runs: a Docker container, or a local process."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from sparktui.core.plan import ContainerSpec
+
+Status = Literal["created", "running", "restarting", "exited", "dead", "missing"]
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    """What the runtime reports about one rank's container (or process)."""
+
+    id: str
+    name: str
+    status: Status
+    exit_code: int | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    image_id: str | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.status in ("running", "restarting")
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    """Lines as the runtime delivered them, and the cursor after the last one.
+
+    ``lines`` are ``(timestamp, text)``; timestamps are RFC 3339 UTC strings. The cursor is
+    opaque to everyone but the runtime that made it: passing it back resumes right after the
+    last line, with no gap and no repeat.
+    """
+
+    lines: list[tuple[str, str]]
+    cursor: str
+
+
+class Runtime(Protocol):
+    """Everything the Orchestrator needs from a node's container engine."""
+
+    async def image_id(self, image: str) -> str | None: ...
+
+    async def find(self, labels: dict[str, str]) -> list[ContainerState]: ...
+
+    async def run(self, spec: ContainerSpec, extra_labels: dict[str, str]) -> ContainerState: ...
+
+    async def inspect(self, container_id: str) -> ContainerState: ...
+
+    async def stop(self, container_id: str, timeout: float = 10.0) -> None: ...
+
+    async def remove(self, container_id: str) -> None: ...
+
+    def logs(self, container_id: str, cursor: str | None, follow: bool = True) -> AsyncIterator[LogChunk]:
+        """Batches of lines from ``cursor`` on; ends when the container stops (follow) or the
+        captured output is exhausted (not follow); raises ``RuntimeLost`` when the connection
+        to the engine drops, so the caller reconnects and resumes from its last cursor."""
+        ...
+
+
+class RuntimeLost(Exception):
+    """The engine (or the connection to it) went away; reconnect and resume."""

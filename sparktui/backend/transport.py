@@ -1,0 +1,214 @@
+"""How sparktui reaches a node: one SSH connection (commands, SFTP, a tunnel to the node's
+Docker socket), or this machine directly for the local cluster.
+
+Commands are argument lists joined with ``shlex.join``: a recipe value never reaches a shell
+unquoted. Host keys are always checked against ``known_hosts``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import asyncssh
+
+from sparktui.core.cluster import Node
+from sparktui.core.errors import SparkError
+
+
+class NodeError(SparkError):
+    """A node could not be reached or refused us; the message names the node and the reason."""
+
+    def __init__(self, node: str, reason: str) -> None:
+        self.node = node
+        self.reason = reason
+        super().__init__(f"{node}: {reason}")
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+class Transport(Protocol):
+    node: Node
+
+    @property
+    def connected(self) -> bool: ...
+
+    async def connect(self) -> None: ...
+
+    async def run(self, argv: list[str], timeout: float = 30.0) -> CommandResult: ...
+
+    async def put(self, local: Path, remote: str) -> None: ...
+
+    async def docker_url(self) -> str: ...
+
+    async def close(self) -> None: ...
+
+
+def _expand(path: str | None) -> str | None:
+    return os.path.expanduser(path) if path else None
+
+
+def describe_ssh_error(node: Node, exc: BaseException) -> str:
+    """One sentence for the operator: what failed and what to do."""
+    where = f"{node.host}:{node.ssh_port}"
+    if isinstance(exc, asyncssh.HostKeyNotVerifiable):
+        kh = node.ssh.known_hosts
+        return (f"host key of {where} is not trusted by {kh} (changed or unknown); refusing to "
+                f"connect. If the node was reinstalled, check the new key and replace the old one "
+                f"(ssh-keygen -R {node.host} -f {kh}, then ssh {node.host} once)")
+    if isinstance(exc, asyncssh.PermissionDenied):
+        return f"SSH login to {where} as {node.ssh.user or 'the current user'} was refused: {exc.reason}"
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return f"no answer from {where} within {node.ssh.connect_timeout:g} s"
+    if isinstance(exc, ConnectionRefusedError):
+        return f"connection to {where} refused (is sshd running?)"
+    if isinstance(exc, OSError):
+        return f"cannot reach {where}: {exc.strerror or exc}"
+    if isinstance(exc, asyncssh.Error):
+        return f"SSH to {where} failed: {exc.reason}"
+    return f"SSH to {where} failed: {exc}"
+
+
+class SshTransport:
+    """One asyncssh connection per node, reopened on demand after it drops."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._tunnel: asyncssh.SSHListener | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and not self._conn.is_closed()
+
+    async def connect(self) -> None:
+        async with self._lock:
+            if self.connected:
+                return
+            await self._drop()
+            ssh = self.node.ssh
+            known_hosts = _expand(ssh.known_hosts)
+            if known_hosts is None or not Path(known_hosts).is_file():
+                raise NodeError(self.node.name, f"known_hosts file {ssh.known_hosts} does not exist; "
+                                "host keys are always verified")
+            try:
+                self._conn = await asyncio.wait_for(
+                    asyncssh.connect(
+                        self.node.host, port=self.node.ssh_port, username=ssh.user,
+                        client_keys=[_expand(ssh.identity)] if ssh.identity else (),
+                        known_hosts=known_hosts, agent_path=None if ssh.identity else (),
+                        keepalive_interval=5, keepalive_count_max=3,
+                        connect_timeout=ssh.connect_timeout,
+                    ),
+                    timeout=ssh.connect_timeout + 5,
+                )
+            except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+                raise NodeError(self.node.name, describe_ssh_error(self.node, exc)) from None
+
+    async def _drop(self) -> None:
+        if self._tunnel is not None:
+            self._tunnel.close()
+            self._tunnel = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    async def _connection(self) -> asyncssh.SSHClientConnection:
+        if not self.connected:
+            await self.connect()
+        assert self._conn is not None
+        return self._conn
+
+    async def run(self, argv: list[str], timeout: float = 30.0) -> CommandResult:
+        conn = await self._connection()
+        try:
+            res = await asyncio.wait_for(conn.run(shlex.join(argv), check=False), timeout)
+        except (OSError, asyncssh.Error) as exc:
+            raise NodeError(self.node.name, describe_ssh_error(self.node, exc)) from None
+        except asyncio.TimeoutError:
+            raise NodeError(self.node.name, f"{argv[0]} did not finish within {timeout:g} s") from None
+        rc = res.exit_status if res.exit_status is not None else 255
+        return CommandResult(rc, str(res.stdout or ""), str(res.stderr or ""))
+
+    async def put(self, local: Path, remote: str) -> None:
+        conn = await self._connection()
+        try:
+            async with conn.start_sftp_client() as sftp:
+                await sftp.put(str(local), remote)
+        except (OSError, asyncssh.Error) as exc:
+            raise NodeError(self.node.name, f"copying {local.name} to {remote} failed: {exc}") from None
+
+    async def docker_url(self) -> str:
+        """A local TCP port forwarded to the node's Docker socket through this connection."""
+        conn = await self._connection()
+        async with self._lock:
+            if self._tunnel is None:
+                try:
+                    self._tunnel = await conn.forward_local_port_to_path(
+                        "127.0.0.1", 0, self.node.docker.socket)
+                except (OSError, asyncssh.Error) as exc:
+                    raise NodeError(self.node.name, f"cannot forward the Docker socket "
+                                    f"{self.node.docker.socket}: {exc}") from None
+            return f"tcp://127.0.0.1:{self._tunnel.get_port()}"
+
+    async def close(self) -> None:
+        async with self._lock:
+            await self._drop()
+
+
+class LocalTransport:
+    """This machine, for the local cluster."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    @property
+    def connected(self) -> bool:
+        return True
+
+    async def connect(self) -> None:
+        return None
+
+    async def run(self, argv: list[str], timeout: float = 30.0) -> CommandResult:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                stdin=asyncio.subprocess.DEVNULL)
+        except OSError as exc:
+            return CommandResult(127, "", f"{argv[0]}: {exc.strerror}")
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise NodeError(self.node.name, f"{argv[0]} did not finish within {timeout:g} s") from None
+        return CommandResult(proc.returncode or 0, out.decode(errors="replace"),
+                             err.decode(errors="replace"))
+
+    async def put(self, local: Path, remote: str) -> None:
+        await asyncio.to_thread(shutil.copyfile, local, remote)
+
+    async def docker_url(self) -> str:
+        return f"unix://{self.node.docker.socket}"
+
+    async def close(self) -> None:
+        return None
+
+
+def transport_for(node: Node) -> Transport:
+    return LocalTransport(node) if node.local else SshTransport(node)

@@ -1,0 +1,312 @@
+"""CLI verbs over the Orchestrator: doctor, up, status, logs, restart, down."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta, timezone
+
+from rich.console import Console
+from rich.table import Table
+
+from sparktui.backend.doctor import doctor
+from sparktui.backend.events import Event, LogBatch, NodeChanged, Notice, RankChanged
+from sparktui.backend.orchestrator import LaunchOrder, Orchestrator
+from sparktui.config import state_dir
+from sparktui.core.errors import SparkError
+from sparktui.core.runstore import Run
+from sparktui.core.units import parse_duration
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+STATE_STYLE = {"ready": "green", "failed": "bold red", "booting": "yellow", "creating": "yellow",
+               "stopped": "dim", "restarting": "magenta", "pending": "dim", "staging": "cyan"}
+
+
+def _make(args: argparse.Namespace, on_event: Callable[[Event], None] | None = None) -> Orchestrator:
+    from sparktui.cli import load_plan  # the shared recipe/cluster/plan loading
+
+    recipe, cluster, plan, found = load_plan(args)
+    if found:
+        from sparktui.cli import render
+        err.print(render.problems(found))
+    order: LaunchOrder = getattr(args, "launch_order", "workers-first")
+    return Orchestrator(recipe, cluster, plan, state_root=state_dir(), on_event=on_event,
+                        launch_order=order)
+
+
+def _run(coro: Awaitable[int]) -> int:
+    async def main() -> int:
+        return await coro
+    return asyncio.run(main())
+
+
+def print_event(event: Event) -> None:
+    if isinstance(event, RankChanged):
+        style = STATE_STYLE.get(event.state, "")
+        detail = f" · {event.detail}" if event.detail else ""
+        err.print(f"rank {event.rank}: [{style}]{event.state}[/{style}]{detail}")
+    elif isinstance(event, Notice):
+        style = {"error": "red", "warning": "yellow"}.get(event.level, "")
+        err.print(f"[{style}]{event.level}[/{style}]: {event.text}" if style else event.text)
+    elif isinstance(event, NodeChanged) and event.status != "connected":
+        err.print(f"node {event.node}: {event.status} · {event.detail}")
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    async def go() -> int:
+        orch = _make(args)
+        try:
+            findings = await doctor(orch.plan, orch.nodes, orch.transports, orch.runtimes)
+        finally:
+            await orch.close()
+        if args.json:
+            print(json.dumps([f.to_json() for f in findings], indent=2))
+        else:
+            table = Table(title=f"doctor · {orch.recipe.title} on {orch.cluster.name}",
+                          title_justify="left")
+            for col in ("node", "check", "", "finding"):
+                table.add_column(col, overflow="fold")
+            marks = {"passed": "[green]✓[/green]", "warned": "[yellow]![/yellow]",
+                     "failed": "[red]✗[/red]"}
+            for f in findings:
+                table.add_row(f.node, f.check, marks[f.verdict], f.sentence)
+            out.print(table)
+        return 1 if any(f.verdict == "failed" for f in findings) else 0
+    return _run(go())
+
+
+def _print_failures(orch: Orchestrator) -> None:
+    failed = orch.failures()
+    if failed:
+        first = failed[0]
+        err.print(f"[red]first failure[/red]: rank {first.rank} ({first.node.name})")
+    for info in failed + [r for r in orch.ranks if r.state not in ("ready", "failed")]:
+        err.print(f"rank {info.rank} ({info.node.name}): {info.state} {info.detail}")
+    for check in orch.checks.failed_checks():
+        err.print(f"[red]check failed[/red] ({check.kind}, ranks {check.ranks}): {check.pattern}")
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    async def go() -> int:
+        orch = _make(args, print_event)
+        try:
+            unreachable = await orch.connect()
+            if unreachable:
+                for reason in unreachable.values():
+                    err.print(f"[red]error[/red]: {reason}")
+                return 1
+            await orch.up()
+            assert orch.run is not None
+            err.print(f"run {orch.run.id} · logs in {orch.run.dir}")
+            if not args.wait:
+                return 0 if not any(r.state == "failed" for r in orch.ranks) else 1
+            ok = await orch.wait(orch.plan.boot.timeout_s + 5)
+            summary = orch.status()
+            passed = sum(1 for c in orch.checks.checks if orch.checks.overall(c) == "passed")
+            if ok:
+                out.print(f"[green]ready[/green]: {len(summary)} ranks, {passed}/"
+                          f"{len(orch.checks.checks)} checks passed")
+                return 0
+            _print_failures(orch)
+            return 1
+        finally:
+            await orch.close()
+    return _run(go())
+
+
+async def _attached(args: argparse.Namespace, catch_up: bool = True) -> Orchestrator:
+    orch = _make(args)
+    unreachable = await orch.connect()
+    for reason in unreachable.values():
+        err.print(f"[yellow]warning[/yellow]: {reason}")
+    await orch.attach(follow=False)
+    if catch_up:
+        await orch.catch_up()
+    return orch
+
+
+def _derive_states(orch: Orchestrator) -> None:
+    """Without a live follower, state comes from the container, the log and health."""
+    for info in orch.ranks:
+        if info.state == "booting" and info.health == 200 and (
+                info.rank != 0 or orch._ready_line_seen(0)):
+            info.state = "ready"
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    async def go() -> int:
+        orch = await _attached(args)
+        try:
+            await orch.probe_all()
+            _derive_states(orch)
+            rows = orch.status()
+            if args.json:
+                print(json.dumps({"recipe": orch.recipe.slug, "run": orch.run.id if orch.run else None,
+                                  "plan_hash": orch.plan.plan_hash, "ranks": rows}, indent=2))
+                return 0
+            table = Table(title=f"{orch.recipe.title} · run {orch.run.id if orch.run else '-'}",
+                          title_justify="left")
+            for col in ("rank", "node", "state", "container", "exit", "checks", "health",
+                        "restarts", "detail"):
+                table.add_column(col, overflow="fold")
+            for r in rows:
+                checks = r["checks"]
+                assert isinstance(checks, dict)
+                total = sum(checks.values())
+                style = STATE_STYLE.get(str(r["state"]), "")
+                table.add_row(str(r["rank"]), str(r["node"]), f"[{style}]{r['state']}[/{style}]",
+                              str(r["container_id"] or "-")[:12], str(r["exit_code"] or ""),
+                              f"{checks['passed']}/{total}" + (f" ✗{checks['failed']}"
+                                                               if checks["failed"] else ""),
+                              str(r["health"] or "-"), str(r["restarts"]), str(r["detail"]))
+            out.print(table)
+            return 0
+        finally:
+            await orch.close()
+    return _run(go())
+
+
+def _since_cutoff(since: str | None) -> str | None:
+    if not since:
+        return None
+    try:
+        seconds = parse_duration(since)
+    except ValueError:
+        raise SparkError(f"--since {since!r}: use a duration such as 10m or 90s") from None
+    t = datetime.now(timezone.utc) - timedelta(seconds=seconds)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _print_line(rank: int, ts: str, text: str, show_ts: bool) -> None:
+    stamp = f"{ts[11:23]} " if show_ts else ""
+    sys.stdout.write(f"r{rank} {stamp}{text}\n")
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    try:
+        pattern = re.compile(args.grep) if args.grep else None
+    except re.error as exc:
+        raise SparkError(f"--grep {args.grep!r}: {exc}") from None
+    cutoff = _since_cutoff(args.since)
+
+    def wanted(rank: int, ts: str, text: str) -> bool:
+        if args.rank is not None and rank != args.rank:
+            return False
+        if cutoff and ts < cutoff:
+            return False
+        return pattern is None or bool(pattern.search(text))
+
+    async def go() -> int:
+        orch = await _attached(args)
+        run: Run | None = orch.run or orch.store.latest(orch.recipe.slug)
+        if run is None:
+            await orch.close()
+            raise SparkError(f"no run of {orch.recipe.slug} yet: start one with sparktui up")
+        try:
+            for info in orch.ranks:
+                if args.rank is not None and info.rank != args.rank:
+                    continue
+                for _no, ts, text in run.log(info.rank).read():
+                    if wanted(info.rank, ts, text):
+                        _print_line(info.rank, ts, text, args.timestamps)
+            sys.stdout.flush()
+            if not args.follow:
+                return 0
+
+            def live(event: Event) -> None:
+                if isinstance(event, LogBatch):
+                    for _no, ts, text in event.lines:
+                        if wanted(event.rank, ts, text):
+                            _print_line(event.rank, ts, text, args.timestamps)
+                    sys.stdout.flush()
+            orch.subscribe(live)
+            orch.start_following()
+            while True:
+                await asyncio.sleep(3600)
+        finally:
+            await orch.close()
+    try:
+        return _run(go())
+    except KeyboardInterrupt:
+        return 0
+
+
+def cmd_restart(args: argparse.Namespace) -> int:
+    async def go() -> int:
+        orch = await _attached(args, catch_up=True)
+        orch.subscribe(print_event)
+        try:
+            if not 0 <= args.rank < len(orch.ranks):
+                raise SparkError(f"rank {args.rank} does not exist (0-{len(orch.ranks) - 1})")
+            if orch.ranks[args.rank].container_id is None:
+                raise SparkError(f"rank {args.rank} has no container; start the recipe with up")
+            started = time.monotonic()
+            await orch.restart(args.rank)
+            err.print(f"rank {args.rank} replaced in {time.monotonic() - started:.1f} s")
+            if args.wait:
+                ok = await orch.wait(orch.plan.boot.timeout_s + 5)
+                if not ok:
+                    _print_failures(orch)
+                    return 1
+            return 0
+        finally:
+            await orch.close()
+    return _run(go())
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    async def go() -> int:
+        orch = await _attached(args, catch_up=True)
+        orch.subscribe(print_event)
+        try:
+            await orch.down()
+            return 0
+        finally:
+            await orch.close()
+    return _run(go())
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+                common: Callable[[argparse.ArgumentParser], None]) -> None:
+    p = sub.add_parser("doctor", help="preflight every node (SSH, Docker, image, disk, port, NICs, GPUs)")
+    common(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("up", help="launch every rank (workers first) and follow their logs")
+    common(p)
+    p.add_argument("--wait", action="store_true", help="return when ready (0) or failed/timed out (1)")
+    p.add_argument("--launch-order", choices=["workers-first", "head-first", "parallel"],
+                   default="workers-first")
+    p.set_defaults(func=cmd_up)
+
+    p = sub.add_parser("status", help="per rank: state, container, checks, health, restarts")
+    common(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("logs", help="the run's logs (caught up from the containers first)")
+    common(p)
+    p.add_argument("--rank", type=int)
+    p.add_argument("--follow", "-f", action="store_true")
+    p.add_argument("--grep", metavar="REGEX")
+    p.add_argument("--since", metavar="DURATION", help="only lines newer than this (10m, 90s)")
+    p.add_argument("--timestamps", "-t", action="store_true")
+    p.set_defaults(func=cmd_logs)
+
+    p = sub.add_parser("restart", help="replace one rank's container; the others keep running")
+    common(p)
+    p.add_argument("--rank", type=int, required=True)
+    p.add_argument("--wait", action="store_true")
+    p.set_defaults(func=cmd_restart)
+
+    p = sub.add_parser("down", help="stop and remove every rank's container")
+    common(p)
+    p.set_defaults(func=cmd_down)

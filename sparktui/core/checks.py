@@ -1,0 +1,166 @@
+"""Boot checks evaluated per rank as log lines arrive.
+
+A check is pending until its line appears (passed, with rank, line number and text), or a
+must-not-show line appears (failed), or the boot ends without the line (failed). A line that
+arrives after the boot ended still passes its check: the log is the truth.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sparktui.core.patterns import compile_pattern
+from sparktui.core.plan import BootPlan
+
+CheckKind = Literal["ready", "must_show", "must_not_show"]
+CheckState = Literal["pending", "passed", "failed"]
+
+
+@dataclass(frozen=True)
+class Check:
+    id: int
+    kind: CheckKind
+    pattern: str
+    ranks: str | list[int]  # "any", "all" or a list; must_not_show watches every rank
+    regex: re.Pattern[str]
+    added: bool = False  # added interactively
+
+    def applies_to(self, rank: int) -> bool:
+        return self.ranks in ("any", "all") or (isinstance(self.ranks, list) and rank in self.ranks)
+
+
+@dataclass(frozen=True)
+class Match:
+    rank: int
+    line_no: int
+    text: str
+
+
+@dataclass
+class CheckStatus:
+    """One check on one rank."""
+
+    state: CheckState = "pending"
+    match: Match | None = None
+
+
+@dataclass(frozen=True)
+class CheckUpdate:
+    check: Check
+    rank: int
+    state: CheckState
+    match: Match | None
+
+
+@dataclass
+class BootChecks:
+    """All checks of a run, per rank. Feed it numbered lines; it reports what changed."""
+
+    world: int
+    checks: list[Check] = field(default_factory=list)
+    status: dict[tuple[int, int], CheckStatus] = field(default_factory=dict)
+    finished: set[int] = field(default_factory=set)
+
+    @classmethod
+    def from_plan(cls, boot: BootPlan, world: int) -> BootChecks:
+        bc = cls(world)
+        bc.add("ready", boot.ready, list(boot.ready_ranks))
+        for c in boot.must_show:
+            bc.add("must_show", c.pattern, c.ranks)
+        for line in boot.must_not_show:
+            bc.add("must_not_show", line, "all")
+        return bc
+
+    def add(self, kind: CheckKind, pattern: str, ranks: str | list[int], added: bool = False) -> Check:
+        """Add a check; raises ValueError with a sentence on a bad pattern."""
+        check = Check(len(self.checks), kind, pattern, ranks, compile_pattern(pattern), added)
+        self.checks.append(check)
+        for r in range(self.world):
+            if kind == "must_not_show" or check.applies_to(r):
+                self.status[(check.id, r)] = CheckStatus()
+        return check
+
+    def feed(self, rank: int, lines: Iterable[tuple[int, str]],
+             only: Check | None = None) -> list[CheckUpdate]:
+        """Evaluate ``(line_no, text)`` lines of ``rank``; returns the checks whose state changed."""
+        def open_(c: Check) -> bool:
+            st = self.status.get((c.id, rank))
+            done = "failed" if c.kind == "must_not_show" else "passed"
+            return st is not None and st.state != done
+
+        watching = [c for c in ([only] if only else self.checks) if open_(c)]
+        if not watching:
+            return []
+        updates: list[CheckUpdate] = []
+        for line_no, text in lines:
+            for check in watching:
+                st = self.status[(check.id, rank)]
+                if check.kind == "must_not_show":
+                    if st.state != "failed" and check.regex.search(text):
+                        st.state, st.match = "failed", Match(rank, line_no, text)
+                        updates.append(CheckUpdate(check, rank, "failed", st.match))
+                elif st.state != "passed" and check.regex.search(text):
+                    st.state, st.match = "passed", Match(rank, line_no, text)
+                    updates.append(CheckUpdate(check, rank, "passed", st.match))
+        return updates
+
+    def finish(self, rank: int) -> list[CheckUpdate]:
+        """The rank's boot is over (ready, failed or timed out): what never showed has failed;
+        must-not-show lines that never appeared have passed."""
+        self.finished.add(rank)
+        updates = []
+        for check in self.checks:
+            st = self.status.get((check.id, rank))
+            if st is None or st.state != "pending":
+                continue
+            st.state = "passed" if check.kind == "must_not_show" else "failed"
+            updates.append(CheckUpdate(check, rank, st.state, None))
+        return updates
+
+    def reset(self, rank: int) -> None:
+        """A restarted rank boots again: its checks start over."""
+        self.finished.discard(rank)
+        for (_cid, r), st in self.status.items():
+            if r == rank:
+                st.state, st.match = "pending", None
+
+    def overall(self, check: Check) -> CheckState:
+        """``any``: one rank suffices; ``all`` and lists: every listed rank."""
+        states = [st.state for (cid, _), st in self.status.items() if cid == check.id]
+        if check.kind == "must_not_show":
+            if "failed" in states:
+                return "failed"
+            return "passed" if states and all(s == "passed" for s in states) else "pending"
+        if check.ranks == "any":
+            if "passed" in states:
+                return "passed"
+            return "failed" if states and all(s == "failed" for s in states) else "pending"
+        if all(s == "passed" for s in states):
+            return "passed"
+        return "failed" if "failed" in states else "pending"
+
+    def rank_summary(self, rank: int) -> dict[str, int]:
+        """passed/failed/pending over the checks that concern ``rank``; an ``any`` check counts
+        as its overall state, so a line seen on one rank is not pending on the others."""
+        out = {"passed": 0, "failed": 0, "pending": 0}
+        for check in self.checks:
+            st = self.status.get((check.id, rank))
+            if st is None:
+                continue
+            state = self.overall(check) if check.ranks == "any" and check.kind != "must_not_show" \
+                else st.state
+            out[state] += 1
+        return out
+
+    def fatal(self, rank: int) -> Match | None:
+        for check in self.checks:
+            st = self.status.get((check.id, rank))
+            if check.kind == "must_not_show" and st is not None and st.state == "failed":
+                return st.match
+        return None
+
+    def failed_checks(self) -> list[Check]:
+        return [c for c in self.checks if self.overall(c) == "failed"]

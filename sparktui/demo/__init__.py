@@ -1,0 +1,1 @@
+"""The sparktui demo engine: a standard-library-only stand-in for an SGLang rank (see ``engine.py``)."""

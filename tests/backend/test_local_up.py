@@ -1,0 +1,62 @@
+"""The local cluster end to end: `sparktui up recipes/demo-tp4 --wait` on this machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Iterator[object]:
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"),
+           "XDG_CONFIG_HOME": str(tmp_path / "config"), "HF_HOME": str(tmp_path / "hf")}
+    env.pop("SPARKTUI_CLUSTER", None)
+
+    def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([sys.executable, "-m", "sparktui", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=timeout)
+        assert "Traceback (most recent call last):\n  File" not in proc.stderr, proc.stderr
+        return proc
+
+    yield run
+    run("down", "recipes/demo-tp4")
+
+
+def test_demo_tp4_reaches_ready_on_local_cluster(cli) -> None:  # type: ignore[no-untyped-def]
+    up = cli("up", "recipes/demo-tp4", "--wait")
+    assert up.returncode == 0, up.stderr
+    assert "ready: 4 ranks" in up.stdout
+    status = json.loads(cli("status", "recipes/demo-tp4", "--json").stdout)
+    assert [r["state"] for r in status["ranks"]] == ["ready"] * 4
+    assert [r["health"] for r in status["ranks"]] == [200] * 4
+    for r in status["ranks"]:
+        assert r["checks"]["failed"] == 0 and r["checks"]["pending"] == 0
+    logs = cli("logs", "recipes/demo-tp4", "--rank", "0", "--grep", "fired up")
+    assert logs.stdout.startswith("r0 ") and "The server is fired up and ready to roll!" in logs.stdout
+    down = cli("down", "recipes/demo-tp4")
+    assert down.returncode == 0
+    status = json.loads(cli("status", "recipes/demo-tp4", "--json").stdout)
+    assert all(r["container_id"] is None for r in status["ranks"])
+
+
+def test_failed_rank_fails_the_wait(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    folder = tmp_path / "demo-fail"
+    folder.mkdir()
+    text = (ROOT / "recipes/demo-tp4/recipe.toml").read_text()
+    (folder / "recipe.toml").write_text(text.replace('SPARKTUI_DEMO_TICK = "1"',
+                                                     'SPARKTUI_DEMO_TICK = "1"\nSPARKTUI_DEMO_FAIL_RANK = "1"'))
+    try:
+        up = cli("up", str(folder), "--wait")
+        assert up.returncode == 1
+        assert "first failure: rank 1 (local1)" in up.stderr
+        assert "Traceback (most recent call last)" in up.stderr
+    finally:
+        cli("down", str(folder))
