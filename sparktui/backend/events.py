@@ -55,3 +55,19 @@ class NodeChanged(Event):
 class Notice(Event):
     level: Literal["info", "warning", "error"]
     text: str
+
+
+@dataclass(frozen=True)
+class StagingProgress(Event):
+    """One node's staging, as its agent reports it."""
+
+    node: str
+    job: str
+    phase: str  # scan, verify, pack, done, failed
+    file: str | None = None
+    bytes_done: int = 0
+    bytes_total: int = 0
+    rate: float = 0.0  # bytes per second
+    eta: float | None = None  # seconds
+    error: str | None = None
+    result: dict[str, object] | None = None

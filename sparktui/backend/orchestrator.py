@@ -30,6 +30,7 @@ from sparktui.backend.events import (
 from sparktui.backend.http import request
 from sparktui.backend.local_runtime import LocalRuntime
 from sparktui.backend.runtime import ContainerState, Runtime, RuntimeLost
+from sparktui.backend.staging import Stager, StagingResult
 from sparktui.backend.transport import NodeError, Transport, transport_for
 from sparktui.core.checks import BootChecks
 from sparktui.core.cluster import Cluster, Node
@@ -218,6 +219,20 @@ class Orchestrator:
             self.checks.feed(info.rank, batch)
             self._apply_check_state(info)
 
+    # -- staging ---------------------------------------------------------------------------
+    async def stage(self, verify_only: bool = False,
+                    sample: int | str | None = None) -> list[StagingResult]:
+        """Run the recipe's staging jobs on every node at once (nothing to do: empty list)."""
+        if not self.plan.staging:
+            return []
+        stager = Stager(self.plan, self.transports, self.emit, local=self.cluster.is_local)
+        results = await stager.run(verify_only=verify_only, sample=sample)
+        if self.run is not None:
+            for r in results:
+                self.run.event("staging", node=r.node, job=r.job, ok=r.ok, error=r.error,
+                               bytes_written=r.bytes_written, seconds=r.seconds)
+        return results
+
     # -- launch ----------------------------------------------------------------------------
     async def up(self) -> None:
         """Launch every rank (workers first by default). Ranks already running are reattached,
@@ -235,10 +250,22 @@ class Orchestrator:
         for info in self.ranks:
             info.exit_code, info.health, info.container_id = None, None, None
             info.last_lines.clear()
-        self._boot_started = time.monotonic()
         if not self.run.try_lock():
             raise RuntimeError("another sparktui follows this run")
         self.following = True
+        if self.plan.staging:  # data first: verification only when the ledgers are good
+            for info in self.ranks:
+                self._set_state(info, "staging")
+            failed = [r for r in await self.stage() if not r.ok]
+            if failed:
+                for info in self.ranks:
+                    reason = next((r.error for r in failed if r.node == info.node.name),
+                                  "staging failed on another node")
+                    self._set_state(info, "failed", f"staging: {reason}")
+                for r in failed:
+                    self.notice("error", r.error or f"{r.node}: staging failed")
+                return
+        self._boot_started = time.monotonic()
         head, workers = self.ranks[0], self.ranks[1:]
         if self.launch_order == "workers-first":
             groups = [workers, [head]]

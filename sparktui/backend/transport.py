@@ -11,6 +11,7 @@ import asyncio
 import os
 import shlex
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -50,6 +51,8 @@ class Transport(Protocol):
     async def connect(self) -> None: ...
 
     async def run(self, argv: list[str], timeout: float = 30.0) -> CommandResult: ...
+
+    async def stream(self, argv: list[str], on_line: Callable[[str], None]) -> int: ...
 
     async def put(self, local: Path, remote: str) -> None: ...
 
@@ -145,6 +148,18 @@ class SshTransport:
         rc = res.exit_status if res.exit_status is not None else 255
         return CommandResult(rc, str(res.stdout or ""), str(res.stderr or ""))
 
+    async def stream(self, argv: list[str], on_line: Callable[[str], None]) -> int:
+        """Run ``argv`` on the node, handing over each stdout line as it arrives."""
+        conn = await self._connection()
+        try:
+            async with conn.create_process(shlex.join(argv), stderr=asyncssh.STDOUT) as proc:
+                async for line in proc.stdout:
+                    on_line(str(line).rstrip("\n"))
+                await proc.wait()
+                return proc.exit_status if proc.exit_status is not None else 255
+        except (OSError, asyncssh.Error) as exc:
+            raise NodeError(self.node.name, describe_ssh_error(self.node, exc)) from None
+
     async def put(self, local: Path, remote: str) -> None:
         conn = await self._connection()
         try:
@@ -199,6 +214,20 @@ class LocalTransport:
             raise NodeError(self.node.name, f"{argv[0]} did not finish within {timeout:g} s") from None
         return CommandResult(proc.returncode or 0, out.decode(errors="replace"),
                              err.decode(errors="replace"))
+
+    async def stream(self, argv: list[str], on_line: Callable[[str], None]) -> int:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            stdin=asyncio.subprocess.DEVNULL)
+        assert proc.stdout is not None
+        try:
+            async for raw in proc.stdout:
+                on_line(raw.decode(errors="replace").rstrip("\n"))
+            return await proc.wait()
+        except asyncio.CancelledError:
+            proc.terminate()  # the agent cleans up its temporary file on SIGTERM
+            await proc.wait()
+            raise
 
     async def put(self, local: Path, remote: str) -> None:
         await asyncio.to_thread(shutil.copyfile, local, remote)

@@ -12,15 +12,16 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
 
 from rich.console import Console
+from rich.progress import TaskID
 from rich.table import Table
 
 from sparktui.backend.doctor import doctor
-from sparktui.backend.events import Event, LogBatch, NodeChanged, Notice, RankChanged
+from sparktui.backend.events import Event, LogBatch, NodeChanged, Notice, RankChanged, StagingProgress
 from sparktui.backend.orchestrator import LaunchOrder, Orchestrator
 from sparktui.config import state_dir
 from sparktui.core.errors import SparkError
 from sparktui.core.runstore import Run
-from sparktui.core.units import parse_duration
+from sparktui.core.units import format_bytes, parse_duration
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -55,6 +56,11 @@ def print_event(event: Event) -> None:
     elif isinstance(event, Notice):
         style = {"error": "red", "warning": "yellow"}.get(event.level, "")
         err.print(f"[{style}]{event.level}[/{style}]: {event.text}" if style else event.text)
+    elif isinstance(event, StagingProgress) and event.phase in ("done", "failed"):
+        if event.phase == "failed":
+            err.print(f"staging [red]failed[/red]: {event.error}")
+        else:
+            err.print(f"staging done on {event.node}: {format_bytes(event.bytes_total)} in place")
     elif isinstance(event, NodeChanged) and event.status != "connected":
         err.print(f"node {event.node}: {event.status} · {event.detail}")
 
@@ -91,6 +97,69 @@ def _print_failures(orch: Orchestrator) -> None:
         err.print(f"rank {info.rank} ({info.node.name}): {info.state} {info.detail}")
     for check in orch.checks.failed_checks():
         err.print(f"[red]check failed[/red] ({check.kind}, ranks {check.ranks}): {check.pattern}")
+
+
+def cmd_stage(args: argparse.Namespace) -> int:
+    """Staging on every node at once, one progress bar per node."""
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    sample: int | str | None = None
+    if args.sample is not None:
+        sample = "all" if args.sample == "all" else int(args.sample)
+
+    async def go() -> int:
+        progress = Progress(TextColumn("{task.fields[node]:<10} {task.fields[phase]:<7}"),
+                            BarColumn(), DownloadColumn(binary_units=True), TransferSpeedColumn(),
+                            TimeRemainingColumn(), TextColumn("{task.fields[file]}"),
+                            console=err, disable=args.json, transient=False)
+        tasks: dict[str, TaskID] = {}
+
+        def on_event(event: Event) -> None:
+            if isinstance(event, StagingProgress):
+                key = f"{event.node}/{event.job}"
+                if key not in tasks:
+                    tasks[key] = progress.add_task("", total=None, node=event.node, phase="",
+                                                   file="")
+                fields: dict[str, object] = {"phase": event.phase, "file": event.file or ""}
+                if event.bytes_total:
+                    fields["total"] = event.bytes_total
+                    fields["completed"] = event.bytes_done
+                if event.phase == "failed":
+                    fields["file"] = f"[red]{event.error}[/red]"
+                progress.update(tasks[key], **fields)  # type: ignore[arg-type]
+
+        orch = _make(args, on_event)
+        try:
+            if not orch.plan.staging:
+                err.print(f"{orch.recipe.slug} has no [[staging]] jobs")
+                return 0
+            with progress:
+                results = await orch.stage(verify_only=args.verify_only, sample=sample)
+        finally:
+            await orch.close()
+        if args.json:
+            print(json.dumps([r.__dict__ for r in results], indent=2, default=str))
+        else:
+            for r in results:
+                if not r.ok:
+                    err.print(f"[red]✗[/red] {r.error}")
+                    continue
+                counts: dict[str, int] = {}
+                for f in r.files:
+                    counts[f["status"]] = counts.get(f["status"], 0) + 1
+                summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+                out.print(f"[green]✓[/green] {r.node}: {summary} · {format_bytes(r.bytes_written)} "
+                          f"written in {r.seconds:.1f} s")
+        return 0 if all(r.ok for r in results) and not (
+            args.verify_only and any(f["status"] != "verified" for r in results for f in r.files)) else 1
+    return _run(go())
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -280,7 +349,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_doctor)
 
-    p = sub.add_parser("up", help="launch every rank (workers first) and follow their logs")
+    p = sub.add_parser("stage", help="place each rank's data on its node (all nodes at once)")
+    common(p)
+    p.add_argument("--verify-only", action="store_true", help="report, write nothing (exit 1 if stale)")
+    p.add_argument("--sample", metavar="N|all", help="chunks to re-hash per packed file (default 8)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_stage)
+
+    p = sub.add_parser("up", help="stage, then launch every rank (workers first) and follow their logs")
     common(p)
     p.add_argument("--wait", action="store_true", help="return when ready (0) or failed/timed out (1)")
     p.add_argument("--launch-order", choices=["workers-first", "head-first", "parallel"],

@@ -1,0 +1,123 @@
+"""Staging throughput against `cp` of the same bytes on the same filesystem, in one run.
+
+Generates an HF checkpoint (safetensors, blobs + snapshot symlinks) holding at least --gib GiB
+of engram rows in two layers (weight + scale, interleaved when packed), then measures:
+
+- pack: the sparse-rows agent packing every rank of world 4 (the same process a node runs);
+- cp: `cp` of the checkpoint shards, the same byte volume, into the same filesystem;
+- verify: a second agent run (sampled verification, writes nothing), as a fraction of pack.
+
+    python bench/staging.py [--gib 2] [--dir /var/tmp]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+from safetensors.numpy import save_file  # noqa: E402
+
+from sparktui.core import sparse_rows  # noqa: E402
+
+AGENT = Path(sparse_rows.__file__)
+SNAP = "hub/models--deepseek-ai--DeepSeek-V4.1-Flash/snapshots/dba1be0a40aa45a94ad051997016db3960a90277"
+
+
+def make(hf: Path, gib: float) -> tuple[Path, int]:
+    snap = hf / SNAP
+    snap.mkdir(parents=True)
+    blobs = snap.parent.parent / "blobs"
+    blobs.mkdir()
+    cols, scale_cols = 4096, 4  # an fp8 row and its fp32 scales, as in the operator's tables
+    rows = int(gib * 2**30 / 2 / (cols + 4 * scale_cols)) | 1  # odd: not divisible by 4
+    rng = np.random.default_rng(0)
+    engram = 0
+    for i, layer in enumerate((1, 14)):
+        weight = rng.integers(0, 255, (rows, cols), dtype=np.uint8)
+        scale = rng.standard_normal((rows, scale_cols)).astype(np.float32)
+        engram += weight.nbytes + scale.nbytes
+        blob = blobs / f"shard{i}"
+        save_file({f"model.layers.{layer}.engram.weight": weight,
+                   f"model.layers.{layer}.engram.scale": scale,
+                   f"model.layers.{layer}.mlp.gate.weight": np.ones((64, 64), np.float32)}, str(blob))
+        (snap / f"model-0000{i + 1}-of-00002.safetensors").symlink_to(os.path.relpath(blob, snap))
+        del weight, scale
+    return snap, engram
+
+
+def warm(paths: list[Path]) -> None:
+    """Both contenders read from the page cache, as a node re-reading its NAS snapshot would."""
+    for p in paths:
+        with p.open("rb") as f:
+            while f.read(64 << 20):
+                pass
+
+
+def agent(snap: Path, dst: Path, **kw: object) -> tuple[float, dict[str, object]]:
+    job = {"src": str(snap), "dst": str(dst), "id": "engram", "world": 4, "ranks": [0, 1, 2, 3],
+           "min_free_bytes": 0, "node": "bench", **kw}
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-I", str(AGENT), json.dumps(job)], capture_output=True,
+                         text=True, check=True).stdout
+    return time.perf_counter() - t0, json.loads(out.splitlines()[-1])
+
+
+def sync() -> None:
+    os.sync()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--gib", type=float, default=2.0)
+    ap.add_argument("--dir", default=None, help="filesystem to run on (default: the temp dir)")
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        base = Path(tmp)
+        snap, engram = make(base / "hf", args.gib)
+        shards = [p.resolve() for p in sorted(snap.glob("*.safetensors"))]
+        volume = sum(p.stat().st_size for p in shards)
+        packs, cps = [], []
+        for _ in range(args.runs):
+            for d in ("packed", "copied"):
+                shutil.rmtree(base / d, ignore_errors=True)
+            (base / "copied").mkdir()
+            warm(shards)
+            sync()
+            t0 = time.perf_counter()
+            subprocess.run(["cp", *map(str, shards), str(base / "copied")], check=True)
+            sync()
+            cps.append(time.perf_counter() - t0)
+            warm(shards)
+            sync()
+            t0 = time.perf_counter()
+            _, result = agent(snap, base / "packed")
+            sync()
+            packs.append(time.perf_counter() - t0)
+            assert result["event"] == "done", result
+        verify_s, result = agent(snap, base / "packed")
+        assert result["bytes_written"] == 0
+        full_s, _ = agent(snap, base / "packed", sample="all")
+    pack_s, cp_s = min(packs), min(cps)
+    print(f"checkpoint: {engram / 2**30:.2f} GiB of engram rows (2 layers, world 4); "
+          f"cp volume {volume / 2**30:.2f} GiB; best of {args.runs}, each ending in sync")
+    print(f"pack:   {pack_s:.2f} s  {engram / pack_s / 2**20:.0f} MiB/s")
+    print(f"cp:     {cp_s:.2f} s  {volume / cp_s / 2**20:.0f} MiB/s")
+    print(f"ratio:  pack throughput = {(engram / pack_s) / (volume / cp_s):.2f} x cp   (target >= 0.8)")
+    print(f"verify: {verify_s:.2f} s = {100 * verify_s / pack_s:.1f} % of pack   (target < 5 %); "
+          f"every chunk: {full_s:.2f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""Runs the staging agent on every node at once and turns its JSON lines into progress events.
+
+The agent is one standard-library file (``sparktui/core/sparse_rows.py``): copied to the node
+over SFTP and run with the node's ``python3``, or run in place on the local cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparktui.backend.events import StagingProgress
+from sparktui.backend.transport import NodeError, Transport
+from sparktui.core import sparse_rows
+from sparktui.core.plan import Plan, StagingPlan
+
+AGENT = Path(sparse_rows.__file__)
+
+
+def agent_remote_path() -> str:
+    digest = hashlib.sha256(AGENT.read_bytes()).hexdigest()[:12]
+    return f"/tmp/sparktui-sparse-rows-{digest}.py"
+
+
+@dataclass
+class _Rate:
+    """Bytes per second over the last few seconds (an ETA that follows the disks)."""
+
+    samples: list[tuple[float, int]] = field(default_factory=list)
+
+    def add(self, done: int) -> float:
+        now = time.monotonic()
+        if self.samples and done < self.samples[-1][1]:
+            self.samples.clear()  # a new phase counts from zero
+        self.samples.append((now, done))
+        while len(self.samples) > 2 and now - self.samples[0][0] > 5:
+            self.samples.pop(0)
+        (t0, b0), (t1, b1) = self.samples[0], self.samples[-1]
+        return (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
+
+
+@dataclass(frozen=True)
+class StagingResult:
+    node: str
+    job: str
+    ok: bool
+    error: str | None
+    files: list[dict[str, Any]]
+    bytes_written: int
+    seconds: float
+
+
+class Stager:
+    def __init__(self, plan: Plan, transports: dict[str, Transport],
+                 emit: Callable[[StagingProgress], None], local: bool) -> None:
+        self.plan = plan
+        self.transports = transports
+        self.emit = emit
+        self.local = local
+
+    async def run(self, verify_only: bool = False, sample: int | str | None = None) -> list[StagingResult]:
+        """Every node's jobs in parallel; one node failing does not stop the others."""
+        return list(await asyncio.gather(*(self._job(job, verify_only, sample)
+                                           for job in self.plan.staging)))
+
+    async def _job(self, job: StagingPlan, verify_only: bool, sample: int | str | None) -> StagingResult:
+        spec: dict[str, Any] = {
+            "src": job.src, "dst": job.dst, "id": job.id, "tensors": job.tensors,
+            "world": job.world, "ranks": job.ranks, "min_free_bytes": job.min_free_bytes,
+            "verify_only": verify_only, "node": job.node,
+        }
+        if sample is not None:
+            spec["sample"] = sample
+        transport = self.transports[job.node]
+        rate = _Rate()
+        final: dict[str, Any] = {}
+        error: list[str] = []
+
+        def on_line(line: str) -> None:
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                error.append(line)  # the node's python3 said something that is not ours
+                return
+            kind = ev.get("event")
+            if kind == "progress":
+                done, total = int(ev.get("bytes_done", 0)), int(ev.get("bytes_total", 0))
+                bps = rate.add(done)
+                eta = (total - done) / bps if bps > 0 else None
+                self.emit(StagingProgress(job.node, job.id, str(ev.get("phase")), ev.get("file"),
+                                          done, total, bps, eta))
+            elif kind == "done":
+                final.update(ev)
+            elif kind == "error":
+                error.append(str(ev.get("message")))
+
+        self.emit(StagingProgress(job.node, job.id, "start"))
+        try:
+            if self.local:
+                argv = [sys.executable, "-I", str(AGENT), json.dumps(spec)]
+            else:
+                remote = agent_remote_path()
+                await transport.put(AGENT, remote)
+                argv = ["python3", remote, json.dumps(spec)]
+            rc = await transport.stream(argv, on_line)
+        except NodeError as exc:
+            rc, error[:] = 1, [str(exc)]
+        if rc != 0 or not final:
+            message = error[-1] if error else f"{job.node}: staging agent exited with code {rc}"
+            if not message.startswith(job.node):
+                message = f"{job.node}: {message}"
+            self.emit(StagingProgress(job.node, job.id, "failed", error=message))
+            return StagingResult(job.node, job.id, False, message, [], 0, 0.0)
+        files = list(final.get("files", []))
+        written = int(final.get("bytes_written", 0))
+        total = sum(int(f.get("bytes", 0)) for f in files)
+        self.emit(StagingProgress(job.node, job.id, "done", None, total, total, 0.0, 0.0,
+                                  result=final))
+        return StagingResult(job.node, job.id, True, None, files, written,
+                             float(final.get("seconds", 0.0)))
