@@ -177,7 +177,7 @@ def test_sigterm_mid_pack_then_rerun_is_byte_identical(tmp_path: Path) -> None:
         if p.suffix == ".bin":
             layer, rank = int(p.name.split("-l")[1].split("-")[0]), int(p.name.split("-r")[1][0])
             assert p.read_bytes() == big.expected(layer, rank, 4)
-    rc, events = run_agent(job(big, dst))
+    rc, _ = run_agent(job(big, dst))
     assert rc == 0
     assert_exact(big, dst)
 
