@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from sparktui.core.checks import CheckUpdate
+from sparktui.core.telemetry import NodeSample
 
 RankStateName = Literal["pending", "staging", "creating", "booting", "ready", "failed", "stopped",
                         "restarting"]
@@ -71,3 +72,17 @@ class StagingProgress(Event):
     eta: float | None = None  # seconds
     error: str | None = None
     result: dict[str, object] | None = None
+
+
+@dataclass(frozen=True)
+class NodeTelemetry(Event):
+    """A node's latest sample, or why there is none. ``status`` is honest about age: a sample
+    older than two intervals is ``stale``; a node that refuses us is ``unreachable``."""
+
+    node: str
+    status: Literal["ok", "stale", "unreachable"]
+    sample: NodeSample | None = None
+    cpu_pct: float | None = None
+    detail: str = ""
+    warnings: list[str] = field(default_factory=list)
+    age_s: float = 0.0

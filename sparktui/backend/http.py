@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 
@@ -57,3 +58,46 @@ def _dechunk(data: bytes) -> bytes:
         out += rest[:size]
         data = rest[size + 2:]
     return bytes(out)
+
+
+async def stream_lines(host: str, port: int, path: str, body: bytes,
+                       timeout: float = 60.0) -> AsyncIterator[tuple[int, bytes]]:
+    """POST and yield ``(status, line)`` for each line of the body as it arrives (SSE);
+    decodes chunked transfer encoding incrementally."""
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    try:
+        head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n"
+                f"Accept: text/event-stream\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n")
+        writer.write(head.encode() + body)
+        await writer.drain()
+        raw_head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
+        status_line = raw_head.split(b"\r\n", 1)[0].split()
+        if len(status_line) < 2 or not status_line[1].isdigit():
+            raise OSError(f"not an HTTP answer from {host}:{port}")
+        status = int(status_line[1])
+        chunked = b"transfer-encoding: chunked" in raw_head.lower()
+        pending = b""
+
+        async def pieces() -> AsyncIterator[bytes]:
+            if not chunked:
+                while data := await asyncio.wait_for(reader.read(65536), timeout):
+                    yield data
+                return
+            while True:
+                size_line = await asyncio.wait_for(reader.readuntil(b"\r\n"), timeout)
+                size = int(size_line.split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    return
+                data = await asyncio.wait_for(reader.readexactly(size + 2), timeout)
+                yield data[:-2]
+
+        async for piece in pieces():
+            pending += piece
+            while b"\n" in pending:
+                line, _, pending = pending.partition(b"\n")
+                yield status, line.rstrip(b"\r")
+        if pending:
+            yield status, pending
+    finally:
+        writer.close()

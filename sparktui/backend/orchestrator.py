@@ -23,6 +23,7 @@ from sparktui.backend.events import (
     HealthChanged,
     LogBatch,
     NodeChanged,
+    NodeTelemetry,
     Notice,
     RankChanged,
     RankStateName,
@@ -30,7 +31,9 @@ from sparktui.backend.events import (
 from sparktui.backend.http import request
 from sparktui.backend.local_runtime import LocalRuntime
 from sparktui.backend.runtime import ContainerState, Runtime, RuntimeLost
+from sparktui.backend.smoke import SmokeResult, smoke
 from sparktui.backend.staging import Stager, StagingResult
+from sparktui.backend.telemetry import DEFAULT_INTERVAL, LOW_MEMORY, Sampler
 from sparktui.backend.transport import NodeError, Transport, transport_for
 from sparktui.core.checks import BootChecks
 from sparktui.core.cluster import Cluster, Node
@@ -97,6 +100,7 @@ class Orchestrator:
         self._boot_started: float | None = None
         self._closed = False
         self._ready_event = asyncio.Event()
+        self._sampler: Sampler | None = None
 
     # -- events ----------------------------------------------------------------------------
     def subscribe(self, listener: Callable[[Event], None]) -> None:
@@ -218,6 +222,24 @@ class Orchestrator:
                 info.last_lines.append(text)
             self.checks.feed(info.rank, batch)
             self._apply_check_state(info)
+
+    # -- telemetry and smoke ---------------------------------------------------------------
+    def telemetry(self, interval: float = DEFAULT_INTERVAL, low_memory: int = LOW_MEMORY) -> Sampler:
+        """The node sampler over this Orchestrator's connections (start() it to keep sampling)."""
+        if self._sampler is None:
+            self._sampler = Sampler(self.plan, self.nodes, self.transports, self.emit,
+                                    interval=interval, low_memory=low_memory)
+        return self._sampler
+
+    async def sample_nodes(self) -> list[NodeTelemetry]:
+        sampler = self.telemetry()
+        return list(await asyncio.gather(*(sampler.sample(n) for n in self.nodes)))
+
+    async def smoke(self, max_tokens: int = 64) -> SmokeResult:
+        """One streamed chat completion to the head."""
+        head = self.ranks[0]
+        return await smoke(self.probe_host(head), self.plan.ranks[0].port,
+                           self.plan.served_model_name, max_tokens=max_tokens)
 
     # -- staging ---------------------------------------------------------------------------
     async def stage(self, verify_only: bool = False,
@@ -550,6 +572,8 @@ class Orchestrator:
     async def close(self) -> None:
         """Stop following; containers keep running."""
         self._closed = True
+        if self._sampler is not None:
+            await self._sampler.stop()
         for task in self._tasks.values():
             task.cancel()
         for task in self._tasks.values():

@@ -216,9 +216,15 @@ def cmd_status(args: argparse.Namespace) -> int:
             await orch.probe_all()
             _derive_states(orch)
             rows = orch.status()
+            nodes = await orch.sample_nodes()
             if args.json:
-                print(json.dumps({"recipe": orch.recipe.slug, "run": orch.run.id if orch.run else None,
-                                  "plan_hash": orch.plan.plan_hash, "ranks": rows}, indent=2))
+                print(json.dumps({
+                    "recipe": orch.recipe.slug, "run": orch.run.id if orch.run else None,
+                    "plan_hash": orch.plan.plan_hash, "ranks": rows,
+                    "nodes": [{"node": t.node, "status": t.status, "detail": t.detail,
+                               "warnings": t.warnings,
+                               "sample": t.sample.to_json() if t.sample else None} for t in nodes],
+                }, indent=2))
                 return 0
             table = Table(title=f"{orch.recipe.title} · run {orch.run.id if orch.run else '-'}",
                           title_justify="left")
@@ -236,9 +242,37 @@ def cmd_status(args: argparse.Namespace) -> int:
                                                                if checks["failed"] else ""),
                               str(r["health"] or "-"), str(r["restarts"]), str(r["detail"]))
             out.print(table)
+            for t in nodes:
+                if t.sample is None:
+                    out.print(f"{t.node}: [red]{t.status}[/red] {t.detail}")
+                    continue
+                s = t.sample
+                mem = ("unified " if s.unified else "") + (
+                    f"memory {format_bytes(s.mem_available)} free of {format_bytes(s.mem_total)}")
+                gpus = ", ".join(f"GPU{g.index} {g.util_pct or 0:.0f}% {g.temp_c or 0:.0f}°C "
+                                 f"{g.power_w or 0:.0f} W" for g in s.gpus) or s.gpu_note
+                disks = ", ".join(f"{d.path} {format_bytes(d.free)} free" for d in s.disks)
+                warn = "".join(f" [yellow]⚠ {w}[/yellow]" for w in t.warnings)
+                out.print(f"{t.node}: {mem} · load {s.load1:.2f} · {gpus} · {disks}{warn}")
             return 0
         finally:
             await orch.close()
+    return _run(go())
+
+
+def cmd_smoke(args: argparse.Namespace) -> int:
+    async def go() -> int:
+        orch = _make(args)
+        try:
+            result = await orch.smoke(max_tokens=args.max_tokens)
+        finally:
+            await orch.close()
+        if args.json:
+            print(json.dumps(result.__dict__, indent=2))
+        else:
+            out.print(f"[green]smoke ok[/green]: {result.sentence()}")
+            out.print(f"[dim]{result.text}[/dim]")
+        return 0
     return _run(go())
 
 
@@ -382,6 +416,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--wait", action="store_true")
     p.set_defaults(func=cmd_restart)
+
+    p = sub.add_parser("smoke", help="one streamed chat completion to the head: TTFT and tokens/s")
+    common(p)
+    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_smoke)
 
     p = sub.add_parser("down", help="stop and remove every rank's container")
     common(p)

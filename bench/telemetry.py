@@ -1,0 +1,112 @@
+"""CPU cost of node telemetry in the sparktui process: 8 nodes sampled every 2 s over SSH.
+
+The real 4-node test cluster (scripts/testbed.py; root) serves 8 sampled nodes: each test node
+appears twice in the cluster file, so there are 8 SSH connections and 8 commands every 2 s.
+Prints the sparktui process's CPU time over the window as a percentage of one core
+(target: under 2 %). `--local` samples 8 local nodes instead (a subprocess each time; child
+CPU is counted too).
+
+    python bench/telemetry.py [--seconds 30] [--local]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from sparktui.backend.events import Event, NodeTelemetry  # noqa: E402
+from sparktui.backend.orchestrator import Orchestrator  # noqa: E402
+from sparktui.core.cluster import load_cluster_text, local_cluster  # noqa: E402
+from sparktui.core.plan import build_plan  # noqa: E402
+from sparktui.core.recipe import load_recipe  # noqa: E402
+
+
+def testbed_cluster_text() -> str:
+    spec = importlib.util.spec_from_file_location("sparktui_testbed_script", ROOT / "scripts/testbed.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    tb = mod.up(4)
+    head = Path(tb.cluster_file).read_text().split("[[nodes]]")[0]
+    nodes = "".join(f'[[nodes]]\nname = "n{i}"\nhost = "{n.ip}"\n'
+                    for i, n in enumerate([*tb.nodes, *tb.nodes]))
+    return head + nodes
+
+
+def cpu() -> tuple[float, float]:
+    """(this process and its reaped children, the long-lived sampling shells with everything
+    they ran). On the test cluster and the local cluster both run on this machine; on a real
+    cluster the second is spread over the nodes."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    mine = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if b"sparktui-end" not in (proc / "cmdline").read_bytes():
+                continue
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
+    return mine, total
+
+
+async def measure(local: bool, seconds: float) -> None:
+    recipe = load_recipe(ROOT / "recipes/demo-tp4/recipe.toml")
+    cluster = local_cluster(8) if local else load_cluster_text(testbed_cluster_text())
+    recipe_spec = recipe.spec.model_copy(update={"required_nodes": 8, "tensor_parallel_size": 8})
+    recipe8 = type(recipe)(spec=recipe_spec, source=recipe.source, slug=recipe.slug)
+    samples = 0
+
+    def count(event: Event) -> None:
+        nonlocal samples
+        if isinstance(event, NodeTelemetry) and event.status == "ok":
+            samples += 1
+
+    with tempfile.TemporaryDirectory() as tmp:
+        orch = Orchestrator(recipe8, cluster, build_plan(recipe8, cluster), state_root=Path(tmp),
+                            on_event=count)
+        await orch.connect()
+        sampler = orch.telemetry(interval=2.0)
+        sampler.start()
+        await asyncio.sleep(4)  # connections open, first samples in
+        c0, t0, s0 = cpu(), time.monotonic(), samples
+        await asyncio.sleep(seconds)
+        c1, t1, s1 = cpu(), time.monotonic(), samples
+        await orch.close()
+    span, n = t1 - t0, max(1, s1 - s0)
+    own, nodes = c1[0] - c0[0], c1[1] - c0[1]
+    where = "8 local nodes" if local else "8 nodes over SSH (4 test nodes, 2 connections each)"
+    print(f"telemetry, {where}, every 2 s, {span:.0f} s window: {s1 - s0} samples")
+    print(f"  sparktui process: {100 * own / span:.2f} % of one core ({1000 * own / n:.2f} ms per sample)"
+          "   target < 2 %")
+    print(f"  sampling commands on the nodes: {100 * nodes / span:.2f} % of one core in all "
+          f"({100 * nodes / span / 8:.2f} % per node)")
+    print(f"  both together: {100 * (own + nodes) / span:.2f} % of one core")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--local", action="store_true")
+    args = ap.parse_args()
+    asyncio.run(measure(args.local, args.seconds))
+
+
+if __name__ == "__main__":
+    main()
