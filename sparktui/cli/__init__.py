@@ -123,9 +123,17 @@ def parser() -> argparse.ArgumentParser:
                     "Without a command, opens the console.",
     )
     ap.add_argument("--version", action="version", version=f"sparktui {__version__}")
-    ap.add_argument("--cluster", type=Path, metavar="FILE", help=argparse.SUPPRESS)
-    ap.add_argument("--recipes", type=Path, metavar="DIR", help=argparse.SUPPRESS)
+    ap.add_argument("--cluster", type=Path, metavar="FILE",
+                    help="cluster file (default: $SPARKTUI_CLUSTER, ~/.config/sparktui/cluster.toml, "
+                         "else the local cluster)")
+    ap.add_argument("--recipes", type=Path, metavar="DIR", help="recipes folder")
+    ap.add_argument("--theme", metavar="NAME", help="console theme (themes/*.toml; the last chosen is kept)")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("overview", help="list the recipes found and the cluster each runs on")
+    p.add_argument("--cluster", type=Path, metavar="FILE", default=argparse.SUPPRESS, help="cluster file")
+    p.add_argument("--recipes", type=Path, metavar="DIR", default=argparse.SUPPRESS, help="recipes folder")
+    p.set_defaults(func=cmd_overview)
 
     p = sub.add_parser("validate", help="check recipes (exit 1 on errors; warnings printed)")
     _common(p, "+")
@@ -148,10 +156,17 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _console(args: argparse.Namespace) -> int:
+    """No command: open the console (the TUI)."""
+    from sparktui.ui import run_console
+
+    return run_console(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = parser()
     args = ap.parse_args(argv)
-    func: Handler = getattr(args, "func", cmd_overview)
+    func: Handler = getattr(args, "func", _console)
     try:
         return func(args)
     except ConfigError as exc:

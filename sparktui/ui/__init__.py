@@ -1,0 +1,32 @@
+"""The console (TUI): ``sparktui`` with no command opens it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from textual.theme import BUILTIN_THEMES
+
+from sparktui.config import recipes_dirs
+from sparktui.ui.options import ConsoleOptions
+from sparktui.ui.settings import load_settings
+from sparktui.ui.themes import load_themes
+
+
+def run_console(args: argparse.Namespace) -> int:
+    """Open the console on the recipes folders and the configured (or local) cluster."""
+    from sparktui.ui.app import SparkApp  # Textual loads only when the console opens
+
+    settings = load_settings()
+    themes = load_themes()
+    theme = getattr(args, "theme", None)
+    names = [t.name for t in themes.themes]
+    if theme is not None and theme not in names and theme not in BUILTIN_THEMES:
+        known = ", ".join(names) or "none found"
+        print(f"sparktui: no theme named {theme!r} (sparktui's: {known}; Textual's built-in "
+              "themes work too)", file=sys.stderr)
+        return 2
+    options = ConsoleOptions(recipes_dirs(getattr(args, "recipes", None)),
+                             getattr(args, "cluster", None), window=settings.window)
+    SparkApp(options, theme=theme, settings=settings, themes=themes).run()
+    return 0

@@ -1,0 +1,142 @@
+"""The log lines the console keeps in memory: a bounded window per rank.
+
+The run's files (``r<rank>.log``) keep every line; the window keeps the newest ``window`` lines
+of each rank for display. Scanning everything (grep over lines that left the window) reads the
+files, in a thread.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+from sparktui.core.runstore import MARKER, Run
+from sparktui.ui.grep import LineFilter
+
+
+class LogLine(NamedTuple):
+    """One captured line. Tuples compare in capture order: time, then rank, then line number."""
+
+    ts: str  # capture time, RFC 3339 UTC with nanoseconds (see ``norm_ts``)
+    rank: int
+    no: int  # line number in the run's file of this rank, from 1
+    text: str
+
+
+def norm_ts(ts: str) -> str:
+    """``2026-01-01T12:00:05.100000000Z``: docker trims trailing zeros off the fraction and the
+    local runtime writes microseconds; padded to nanoseconds, times sort as text."""
+    if len(ts) == 30 and ts[19] == ".":
+        return ts
+    base, _, frac = ts.rstrip("Z").partition(".")
+    return f"{base[:19]}.{frac[:9].ljust(9, '0')}Z"
+
+
+def line_of(rank: int, no: int, ts: str, text: str) -> LogLine:
+    return LogLine(norm_ts(ts), rank, no, text)
+
+
+def merge(streams: Iterable[Iterable[LogLine]]) -> list[LogLine]:
+    """Lines of several ranks in capture order."""
+    return list(heapq.merge(*streams))
+
+
+class LogStore:
+    def __init__(self, world: int = 0, window: int = 10_000) -> None:
+        self.window = window
+        self.run_id: str | None = None
+        self._lines: dict[int, deque[LogLine]] = {}
+        self.reset(None, world)
+
+    def reset(self, run_id: str | None, world: int) -> None:
+        self.run_id = run_id
+        self._lines = {r: deque(maxlen=self.window) for r in range(world)}
+
+    @property
+    def world(self) -> int:
+        return len(self._lines)
+
+    def lines(self, rank: int) -> deque[LogLine]:
+        return self._lines.setdefault(rank, deque(maxlen=self.window))
+
+    def last_no(self, rank: int) -> int:
+        lines = self._lines.get(rank)
+        return lines[-1].no if lines else 0
+
+    def add(self, rank: int, lines: Iterable[tuple[int, str, str]]) -> list[LogLine]:
+        """Append what is new (by line number); returns the lines added."""
+        window = self.lines(rank)
+        last = window[-1].no if window else 0
+        added = [line_of(rank, no, ts, text) for no, ts, text in lines if no > last]
+        window.extend(added)
+        return added
+
+    def complete(self, rank: int) -> bool:
+        """Whether the window still holds the rank's first line (nothing was dropped)."""
+        window = self._lines.get(rank)
+        return not window or window[0].no == 1
+
+    def total(self, ranks: Iterable[int]) -> int:
+        return sum(len(self.lines(r)) for r in ranks)
+
+    def view(self, ranks: list[int]) -> list[LogLine]:
+        return merge(self.lines(r) for r in ranks) if len(ranks) > 1 else list(self.lines(ranks[0]))
+
+    def find(self, rank: int, no: int) -> LogLine | None:
+        window = self._lines.get(rank)
+        if not window or not window[0].no <= no <= window[-1].no:
+            return None
+        line = window[no - window[0].no]  # line numbers are contiguous within a window
+        return line if line.no == no else next((ln for ln in window if ln.no == no), None)
+
+
+def read_tail(run: Run, rank: int, window: int) -> list[LogLine]:
+    """The newest ``window`` lines of a rank's file (runs in a thread)."""
+    tail: deque[LogLine] = deque(maxlen=window)
+    tail.extend(line_of(rank, no, ts, text) for no, ts, text in run.log(rank).read())
+    return list(tail)
+
+
+def read_lines(run: Run, rank: int, start: int = 1, stop: int | None = None) -> Iterator[LogLine]:
+    for no, ts, text in run.log(rank).read(start):
+        if stop is not None and no > stop:
+            return
+        yield line_of(rank, no, ts, text)
+
+
+def lines_since_restart(run: Run, rank: int) -> list[tuple[int, str]]:
+    """A rank's ``(line_no, text)`` since its last restart: what its boot checks are about."""
+    batch: list[tuple[int, str]] = []
+    for no, _ts, text in run.log(rank).read():
+        if text.startswith(MARKER) and "restarted" in text:
+            batch = []
+            continue
+        batch.append((no, text))
+    return batch
+
+
+class ScanResult(NamedTuple):
+    lines: list[LogLine]  # the newest ``cap`` matching lines, in capture order
+    total: int  # every matching line
+    scanned: dict[int, int]  # per rank, the last line number read
+
+
+def scan_run(run: Run, ranks: list[int], line_filter: LineFilter, cap: int) -> ScanResult:
+    """Every captured line of ``ranks`` through the filter (runs in a thread)."""
+    per_rank: list[deque[LogLine]] = []
+    count = 0
+    scanned: dict[int, int] = {}
+    for rank in ranks:
+        kept: deque[LogLine] = deque(maxlen=cap)
+        last = 0
+        for no, ts, text in run.log(rank).read():
+            last = no
+            if line_filter.matches(text):
+                count += 1
+                kept.append(line_of(rank, no, ts, text))
+        scanned[rank] = last
+        per_rank.append(kept)
+    merged = merge(per_rank)
+    return ScanResult(merged[-cap:], count, scanned)

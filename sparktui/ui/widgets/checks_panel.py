@@ -1,0 +1,116 @@
+"""Boot checks, one row per check, one column per rank: passed ✓, failed ✗, pending …
+
+Enter on a cell shows the line that decided it in the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.widgets import DataTable
+
+from sparktui.core.checks import BootChecks, Check, CheckStatus
+from sparktui.ui.colors import theme_colors
+from sparktui.ui.formatting import state_style
+
+KIND_LABEL = {"ready": "ready", "must_show": "show", "must_not_show": "never"}
+MARK = {"passed": "✓", "failed": "✗", "pending": "…"}
+MARK_STATE = {"passed": "ready", "failed": "failed", "pending": "pending"}
+PATTERN_WIDTH = 48
+
+
+class ChecksPanel(DataTable[Text | str]):
+    DEFAULT_CSS = """
+    ChecksPanel {
+        height: auto;
+        max-height: 14;
+        background: $surface;
+        & > .datatable--header { background: $panel; }
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select_cursor", "show line", show=True, id="checks-show-line"),
+    ]
+
+    @dataclass
+    class Jump(Message):
+        rank: int
+        line_no: int
+        text: str
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="cell", zebra_stripes=False)
+        self.checks: BootChecks | None = None
+        self.world = 0
+
+    def on_mount(self) -> None:
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.show_checks(self.checks))
+
+    def _vars(self) -> Mapping[str, str]:
+        return theme_colors(self.app.theme_variables)
+
+    def show_checks(self, checks: BootChecks | None) -> None:
+        """Redraw every check (cheap: a dozen rows), keeping the cursor where it was."""
+        self.checks = checks
+        world = checks.world if checks is not None else 0
+        cursor = self.cursor_coordinate
+        if world != self.world or not self.columns:
+            self.clear(columns=True)
+            self.world = world
+            self.add_column("kind", width=6, key="kind")
+            self.add_column("check", width=PATTERN_WIDTH, key="check")
+            for r in range(world):
+                self.add_column(f"r{r}", width=max(2, len(f"r{r}")), key=f"r{r}")
+            self.add_column("all", width=3, key="all")
+        else:
+            self.clear()
+        if checks is None:
+            return
+        v = self._vars()
+        for check in checks.checks:
+            pattern = check.pattern if len(check.pattern) <= PATTERN_WIDTH else \
+                check.pattern[:PATTERN_WIDTH - 1] + "…"
+            kind = KIND_LABEL.get(check.kind, check.kind) + ("*" if check.added else "")
+            cells: list[Text | str] = [Text(kind, v.get("text-muted", "")), Text(pattern)]
+            for r in range(world):
+                st = checks.status.get((check.id, r))
+                cells.append(self._mark(st, v))
+            overall = checks.overall(check)
+            cells.append(Text(MARK[overall], state_style(MARK_STATE[overall], v)))
+            self.add_row(*cells, key=str(check.id))
+        if self.row_count:
+            self.cursor_coordinate = self.validate_cursor_coordinate(cursor)
+
+    @staticmethod
+    def _mark(st: CheckStatus | None, v: Mapping[str, str]) -> Text:
+        if st is None:
+            return Text("")
+        return Text(MARK[st.state], state_style(MARK_STATE[st.state], v))
+
+    def check_at_cursor(self) -> Check | None:
+        if self.checks is None or not self.row_count:
+            return None
+        row = self.cursor_coordinate.row
+        return self.checks.checks[row] if 0 <= row < len(self.checks.checks) else None
+
+    def on_data_table_cell_selected(self, event: DataTable.CellSelected) -> None:
+        event.stop()
+        check = self.check_at_cursor()
+        if check is None or self.checks is None:
+            return
+        column = event.coordinate.column - 2
+        ranks = [column] if 0 <= column < self.world else list(range(self.world))
+        for r in ranks:
+            st = self.checks.status.get((check.id, r))
+            if st is not None and st.match is not None:
+                self.post_message(self.Jump(st.match.rank, st.match.line_no, st.match.text))
+                return
+        self.app.notify("No line decided this check yet" +
+                        (f" on rank {column}" if 0 <= column < self.world else ""),
+                        severity="warning", timeout=3, markup=False)

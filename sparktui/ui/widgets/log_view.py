@@ -1,0 +1,364 @@
+"""The log lines on screen: a virtual view (line API) over a bounded list of lines.
+
+Only the rows on screen are rendered. Lines carry their rank, so the merged view prefixes each
+with ``r<rank>`` in the rank's theme colour. Long lines scroll sideways, or wrap (``wrap``).
+A cursor marks one line: the current grep match, or where a boot check's line was found.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.cells import cell_len
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.cache import LRUCache
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from sparktui.core.runstore import MARKER
+from sparktui.ui.grep import NO_FILTER, LineFilter
+from sparktui.ui.logstore import LogLine, merge
+from sparktui.ui.themes import rank_colors
+
+TS_WIDTH = 13  # "12:01:02.123 "
+
+
+def _clean(text: str) -> str:
+    return text.expandtabs().replace("\x1b", "␛")
+
+
+def _width(text: str) -> int:
+    """Cells the cleaned text takes (plain ASCII, the usual case, without measuring)."""
+    if text.isascii() and "\t" not in text:
+        return len(text)
+    return cell_len(_clean(text))
+
+
+class LogView(ScrollView, can_focus=True):
+    """Log lines of one or more ranks."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "log-view--cursor",
+        "log-view--match",
+        "log-view--timestamp",
+        "log-view--marker",
+    }
+
+    DEFAULT_CSS = """
+    LogView {
+        background: $surface;
+        color: $foreground;
+        overflow-y: scroll;
+        overflow-x: auto;
+        scrollbar-size-horizontal: 1;
+        padding: 0 0 0 1;
+        & > .log-view--cursor { background: $accent 35%; }
+        & > .log-view--match { background: $warning 45%; text-style: bold; }
+        & > .log-view--timestamp { color: $text-muted; }
+        & > .log-view--marker { color: $accent; text-style: italic; }
+    }
+    """
+
+    def __init__(self, *, max_lines: int = 100_000, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.max_lines = max_lines
+        self.lines: list[LogLine] = []
+        self.prefix = True  # "r<rank> " before each line (the merged view)
+        self.timestamps = False
+        self.wrap = False
+        self.follow = True
+        self.line_filter: LineFilter = NO_FILTER
+        self.cursor: int | None = None
+        self.placeholder = ""  # shown when there is no line
+        self._lens: list[int] = []  # cell length of each line's text
+        self._starts: list[int] = []  # wrap: first row of each line
+        self._rows = 0
+        self._wrap_width = 0
+        self._max_width = 0
+        self._cache: LRUCache[int, Strip] = LRUCache(2048)
+        self._rank_styles: list[Style] = []
+
+    # -- content ------------------------------------------------------------------------------
+    def set_lines(self, lines: Sequence[LogLine], *, keep: LogLine | None = None) -> None:
+        """Replace every line; scroll to the end when following, else to ``keep``."""
+        self.lines = list(lines[-self.max_lines:])
+        self.cursor = None
+        self._cache.clear()
+        self._lens = [_width(line.text) for line in self.lines]
+        self._max_width = max(self._lens, default=0)
+        self._relayout()
+        if self.follow:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        elif keep is not None and keep in self.lines:
+            self.show_line(self.lines.index(keep), set_cursor=False)
+        else:
+            self.scroll_to(y=0, animate=False, immediate=True)
+        self.refresh()
+
+    def append(self, lines: Sequence[LogLine]) -> None:
+        """Add a batch of lines in capture order. Usually they go at the end; a batch of one
+        rank that is older than what another rank already showed (a catch-up after a reattach)
+        is merged in where it belongs."""
+        if not lines:
+            return
+        start = len(self.lines)
+        if self.lines and lines[0] < self.lines[-1]:
+            start = bisect_right(self.lines, lines[0])
+            tail = merge([self.lines[start:], lines])
+            del self.lines[start:]
+            del self._lens[start:]
+            lines = tail
+            if self.cursor is not None and self.cursor >= start:
+                self.cursor = None
+            self._cache.clear()
+            if self.wrap:
+                del self._starts[start:]
+                self._rows = self._starts[-1] + self._height(len(self._starts) - 1) if self._starts else 0
+        lens = [_width(line.text) for line in lines]
+        self.lines.extend(lines)
+        self._lens.extend(lens)
+        self._max_width = max(self._max_width, *lens)
+        excess = len(self.lines) - self.max_lines
+        if excess > 0:
+            drop = max(excess, self.max_lines // 10)  # prune in chunks, not on every batch
+            del self.lines[:drop]
+            del self._lens[:drop]
+            self.cursor = None if self.cursor is None or self.cursor < drop else self.cursor - drop
+            self._cache.clear()
+            self._relayout()
+        else:
+            self._extend_layout(start)
+        if self.follow:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        self.refresh()
+
+    def clear(self) -> None:
+        self.set_lines([])
+
+    def set_placeholder(self, text: str) -> None:
+        if text != self.placeholder:
+            self.placeholder = text
+            self.refresh()
+
+    # -- options ------------------------------------------------------------------------------
+    def set_options(self, *, prefix: bool | None = None, timestamps: bool | None = None,
+                    wrap: bool | None = None) -> None:
+        anchor = self._anchor()
+        if prefix is not None:
+            self.prefix = prefix
+        if timestamps is not None:
+            self.timestamps = timestamps
+        if wrap is not None:
+            self.wrap = wrap
+        self._cache.clear()
+        self._relayout()
+        self._restore(anchor)
+        self.refresh()
+
+    def set_filter(self, line_filter: LineFilter) -> None:
+        """What to highlight (the lines themselves are chosen by the caller)."""
+        self.line_filter = line_filter
+        self._cache.clear()
+        self.refresh()
+
+    def set_follow(self, follow: bool) -> None:
+        self.follow = follow
+        if follow:
+            self.cursor = None
+            self._cache.clear()
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            self.refresh()
+
+    # -- the operator scrolls: reading back pauses following, the end resumes it ---------------
+    @dataclass
+    class FollowChanged(Message):
+        follow: bool
+
+    def _pause(self) -> None:
+        if self.follow:
+            self.follow = False
+            self.post_message(self.FollowChanged(False))
+
+    def action_scroll_up(self) -> None:
+        self._pause()
+        super().action_scroll_up()
+
+    def action_page_up(self) -> None:
+        self._pause()
+        super().action_page_up()
+
+    def action_scroll_home(self) -> None:
+        self._pause()
+        super().action_scroll_home()
+
+    def action_scroll_end(self) -> None:
+        self.set_follow(True)
+        self.post_message(self.FollowChanged(True))
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self._pause()  # Widget's own handler scrolls
+
+    def _anchor(self) -> int | None:
+        """The line at the top of the view (or the cursor), to keep in place across a relayout."""
+        if self.cursor is not None:
+            return self.cursor
+        if not self.lines:
+            return None
+        return self._line_at_row(int(self.scroll_y))[0]
+
+    def _restore(self, anchor: int | None) -> None:
+        if self.follow:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        elif anchor is not None and anchor < len(self.lines):
+            self.scroll_to(y=self._row_of(anchor), animate=False, immediate=True)
+
+    # -- layout -------------------------------------------------------------------------------
+    @property
+    def _lead(self) -> int:
+        return (3 if self.prefix else 0) + (TS_WIDTH if self.timestamps else 0)
+
+    def _text_width(self) -> int:
+        return max(1, self.scrollable_content_region.width)
+
+    def _relayout(self) -> None:
+        self._starts = []
+        self._rows = 0
+        self._wrap_width = self._text_width()
+        self._extend_layout(0)
+
+    def _height(self, index: int) -> int:
+        """Rows of line ``index`` when wrapped."""
+        return max(1, -(-(self._lead + self._lens[index]) // self._wrap_width))
+
+    def _extend_layout(self, start: int) -> None:
+        lead = self._lead
+        if self.wrap:
+            width = self._wrap_width
+            rows = self._rows
+            starts = self._starts
+            for length in self._lens[start:]:
+                starts.append(rows)
+                rows += max(1, -(-(lead + length) // width))
+            self._rows = rows
+            self.virtual_size = Size(width, rows)
+        else:
+            self._rows = len(self.lines)
+            self.virtual_size = Size(self._max_width + lead, self._rows)
+
+    def _line_at_row(self, row: int) -> tuple[int, int]:
+        """(line index, row within the line) of a virtual row."""
+        if not self.wrap:
+            return row, 0
+        index = max(0, bisect_right(self._starts, row) - 1)
+        return index, row - self._starts[index] if self._starts else 0
+
+    def _row_of(self, index: int) -> int:
+        if not self.wrap:
+            return index
+        return self._starts[index] if index < len(self._starts) else self._rows
+
+    def on_resize(self) -> None:
+        if self.wrap and self._text_width() != self._wrap_width:
+            anchor = self._anchor()
+            self._cache.clear()
+            self._relayout()
+            self._restore(anchor)
+
+    # -- cursor and jumps ---------------------------------------------------------------------
+    def show_line(self, index: int, set_cursor: bool = True) -> None:
+        """Scroll so line ``index`` sits in the middle of the view; mark it with the cursor."""
+        if not 0 <= index < len(self.lines):
+            return
+        if set_cursor:
+            self.follow = False
+            self.cursor = index
+            self._cache.clear()
+        row = self._row_of(index)
+        self.scroll_to(y=max(0, row - self.scrollable_content_region.height // 2), animate=False,
+                       immediate=True)
+        self.refresh()
+
+    def step(self, forward: bool) -> bool:
+        """Move the cursor to the next (previous) line; False at the end."""
+        if not self.lines:
+            return False
+        if self.cursor is None:
+            top = self._line_at_row(int(self.scroll_y))[0]
+            bottom = self._line_at_row(int(self.scroll_y) + self.scrollable_content_region.height - 1)[0]
+            target = top if forward else min(bottom, len(self.lines) - 1)
+        else:
+            target = self.cursor + (1 if forward else -1)
+        if not 0 <= target < len(self.lines):
+            return False
+        self.show_line(target)
+        return True
+
+    # -- rendering ----------------------------------------------------------------------------
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._rank_styles = []
+        self._cache.clear()
+
+    def _rank_style(self, rank: int) -> Style:
+        if not self._rank_styles:
+            self._rank_styles = [Style(color=c, bold=True)
+                                 for c in rank_colors(self.app.theme_variables)]
+        return self._rank_styles[rank % len(self._rank_styles)]
+
+    def _line_strip(self, index: int) -> Strip:
+        cached = self._cache.get(index)
+        if cached is not None:
+            return cached
+        line = self.lines[index]
+        text = Text(no_wrap=True, end="")
+        if self.prefix:
+            text.append(f"r{line.rank}".ljust(3), self._rank_style(line.rank))
+        if self.timestamps:
+            stamp = line.ts[11:23] if len(line.ts) >= 23 else line.ts[11:19].ljust(12)
+            text.append(f"{stamp} ", self.get_component_rich_style("log-view--timestamp"))
+        lead = len(text)
+        body = _clean(line.text)
+        text.append(body, self.get_component_rich_style("log-view--marker")
+                    if body.startswith(MARKER) else "")
+        match_style = self.get_component_rich_style("log-view--match")
+        for start, end in self.line_filter.spans(body):
+            text.stylize(match_style, lead + start, lead + end)
+        base = self.rich_style
+        if index == self.cursor:
+            base = base + self.get_component_rich_style("log-view--cursor")
+        segments = [Segment(s.text, base + s.style if s.style else base)
+                    for s in text.render(self.app.console)]
+        strip = Strip(segments, cell_len(text.plain))
+        self._cache[index] = strip
+        return strip
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.scrollable_content_region.width
+        row = scroll_y + y
+        base = self.rich_style
+        if not self.lines and y == 1 and self.placeholder:
+            text = Text(self.placeholder[:width].center(width), no_wrap=True, end="")
+            text.stylize(self.get_component_rich_style("log-view--timestamp"))
+            return Strip([Segment(s.text, base + s.style if s.style else base)
+                          for s in text.render(self.app.console)], width)
+        if row >= self._rows or not self.lines:
+            return Strip.blank(width, base)
+        index, sub = self._line_at_row(row)
+        if index >= len(self.lines):
+            return Strip.blank(width, base)
+        strip = self._line_strip(index)
+        fill = base + self.get_component_rich_style("log-view--cursor") if index == self.cursor else base
+        if self.wrap:
+            start = sub * self._wrap_width
+            return strip.crop_extend(start, start + width, fill).simplify()
+        return strip.crop_extend(scroll_x, scroll_x + width, fill).simplify()

@@ -1,0 +1,106 @@
+"""The highlighted recipe: summary, lint results and its TOML source, highlighted."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.syntax import Syntax
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from sparktui.core.recipe import CheckSpec
+from sparktui.ui.catalog import RecipeInfo
+from sparktui.ui.colors import theme_colors
+
+
+class RecipePane(VerticalScroll):
+    DEFAULT_CSS = """
+    RecipePane {
+        height: 1fr;
+        background: $surface;
+        padding: 0 1;
+        & > Static { width: 1fr; }
+        & > #recipe-source { margin-top: 1; }
+    }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.info: RecipeInfo | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="recipe-summary")
+        yield Static(id="recipe-lint")
+        yield Static(id="recipe-source")
+
+    def on_mount(self) -> None:
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.show_recipe(self.info))
+
+    def show_recipe(self, info: RecipeInfo | None) -> None:
+        self.info = info
+        self.border_title = info.slug if info is not None else "recipe"
+        self.query_one("#recipe-summary", Static).update(self._summary(info))
+        self.query_one("#recipe-lint", Static).update(self._lint(info))
+        self.query_one("#recipe-source", Static).update(self._source(info))
+
+    def _summary(self, info: RecipeInfo | None) -> RenderableType:
+        if info is None:
+            return Text("No recipe selected.")
+        if info.recipe is None:
+            return Text.assemble((info.slug, "bold"), "\ncannot be loaded: fix the problems below")
+        spec = info.recipe.spec
+        muted = theme_colors(self.app.theme_variables).get("text-muted", "")
+        out = Text()
+        out.append(f"{info.recipe.title}\n", "bold")
+        out.append(f"{spec.engine} · TP{spec.tensor_parallel_size} · {spec.required_nodes} nodes\n")
+
+        def row(key: str, value: str) -> None:
+            out.append(f"{key:<8}", muted)
+            out.append(f"{value}\n")
+
+        row("image", spec.docker_image)
+        row("model", spec.model)
+        row("port", str(spec.api_port) + (" + rank" if info.cluster and info.cluster.is_local else ""))
+        if info.cluster is not None:
+            row("cluster", f"{info.cluster.name} ({len(info.cluster.nodes)} nodes)")
+        row("args", f"{len(spec.args)} (env {len(spec.env)}, mounts {len(spec.extra_mounts)})")
+        if spec.staging:
+            for job in spec.staging:
+                row("staging", f"{job.id} ({job.kind}) min free {job.min_free}")
+        else:
+            row("staging", "none")
+        boot = spec.boot
+        scoped = sum(1 for c in boot.must_show if isinstance(c, CheckSpec) and c.ranks != "any")
+        row("checks", f"{len(boot.must_show)} must show, {len(boot.must_not_show)} never")
+        if scoped:
+            row("", f"{scoped} on given ranks")
+        if boot.engine_fatal:
+            row("", "+ engine fatal lines")
+        row("timeout", str(boot.timeout))
+        return out
+
+    def _lint(self, info: RecipeInfo | None) -> RenderableType:
+        if info is None:
+            return Text("")
+        v = theme_colors(self.app.theme_variables)
+        if not info.problems:
+            return Text.assemble(("lint ", "bold"), ("✓ no problems", v.get("success", "green")))
+        out = Text()
+        out.append(f"lint: {len(info.errors)} error(s), {len(info.warnings)} warning(s)\n", "bold")
+        for p in info.problems:
+            style = v.get("error", "red") if p.severity == "error" else v.get("warning", "yellow")
+            where = f"{p.line}:{p.column or 1} " if p.line is not None else ""
+            key = f"{p.key}: " if p.key else ""
+            out.append("✗ " if p.severity == "error" else "! ", style)
+            out.append(f"{where}{key}{p.message}\n")
+        return out
+
+    def _source(self, info: RecipeInfo | None) -> RenderableType:
+        if info is None or not info.text:
+            return Text("")
+        dark = self.app.current_theme.dark
+        surface = theme_colors(self.app.theme_variables).get("surface")
+        syntax = Syntax(info.text, "toml", theme="monokai" if dark else "default", line_numbers=True,
+                        word_wrap=True, background_color=surface)
+        return Group(Text(info.shown_path, "bold"), syntax)

@@ -1,0 +1,81 @@
+"""Staging, one progress bar per node: bytes, rate, ETA and phase, as each node's agent reports."""
+
+from __future__ import annotations
+
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Label, ProgressBar
+
+from sparktui.backend.events import StagingProgress
+from sparktui.core.units import format_bytes
+from sparktui.ui.formatting import eta, rate
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)
+
+
+class StagingPanel(Vertical):
+    DEFAULT_CSS = """
+    StagingPanel {
+        height: auto;
+        max-height: 10;
+        padding: 0 1;
+        & > Horizontal { height: 1; }
+        & .node { width: 12; }
+        & .phase { width: 8; color: $text-muted; }
+        & ProgressBar { width: 32; }
+        & .info { width: 1fr; }
+        & .-failed .info { color: $error; }
+        & .-done .phase { color: $success; }
+    }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.nodes: list[str] = []
+        self.last: dict[str, StagingProgress] = {}
+
+    def setup(self, nodes: list[str]) -> None:
+        self.nodes = list(dict.fromkeys(nodes))
+        self.last.clear()
+        self.remove_children()
+        self.mount_all(self._row(node) for node in self.nodes)
+
+    def _row(self, node: str) -> Horizontal:
+        return Horizontal(
+            Label(node, classes="node", markup=False),
+            Label("waiting", classes="phase", markup=False),
+            ProgressBar(total=None, show_eta=False, show_percentage=True),
+            Label("", classes="info", markup=False),
+            id=f"stage-{_safe(node)}",
+        )
+
+    def update_progress(self, p: StagingProgress) -> None:
+        self.last[p.node] = p
+        try:
+            row = self.query_one(f"#stage-{_safe(p.node)}", Horizontal)
+        except Exception:
+            return
+        row.set_class(p.phase == "failed", "-failed")
+        row.set_class(p.phase == "done", "-done")
+        row.query_one(".phase", Label).update(p.phase)
+        progress = row.query_one(ProgressBar)
+        if p.bytes_total:
+            progress.update(total=p.bytes_total, progress=p.bytes_done)
+        info = row.query_one(".info", Label)
+        if p.phase == "failed":
+            info.update(p.error or "failed")
+        elif p.phase == "done":
+            info.update(f"{format_bytes(p.bytes_total)} in place")
+        else:
+            done = f"{format_bytes(p.bytes_done)} / {format_bytes(p.bytes_total)}" if p.bytes_total else ""
+            file = f"  {p.file}" if p.file else ""
+            info.update(f"{done}  {rate(p.rate)}  ETA {eta(p.eta)}{file}".strip())
+
+    def fraction(self, node: str) -> tuple[float, str] | None:
+        p = self.last.get(node)
+        if p is None:
+            return None
+        if p.phase == "done":
+            return 1.0, p.phase
+        return (p.bytes_done / p.bytes_total if p.bytes_total else 0.0), p.phase

@@ -1,0 +1,103 @@
+"""The console drives real demo ranks on the local cluster: up, logs, checks, grep, restart, down."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sparktui.ui.app import SparkApp
+from sparktui.ui.screens.add_check_screen import AddCheckScreen
+from sparktui.ui.screens.confirm_screen import ConfirmScreen
+from sparktui.ui.screens.restart_screen import RestartScreen
+from tests.ui.conftest import wait_for
+
+SIZE = (120, 40)
+
+
+async def test_up_grep_add_check_restart_down(live_app: Callable[[], SparkApp]) -> None:
+    app = live_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await wait_for(pilot, main.ready.is_set, 15, "the demo recipe to open")
+        assert main.session is not None and main.session.slug == "demo-tp4"
+        table = main.ranks_table
+
+        # u: every rank comes up; the state text comes from the Orchestrator's events
+        await pilot.press("u")
+        await wait_for(pilot, lambda: [table.states.get(r) for r in range(4)] == ["ready"] * 4, 40,
+                       "every rank ready")
+        orch = main.session.orch
+
+        # every rank's log is on screen, in the merged view with rank prefixes
+        await wait_for(pilot, lambda: all(main.store.lines(r) for r in range(4)), 10, "logs")
+        shown = {line.rank for line in main.logs.view.lines}
+        assert shown == {0, 1, 2, 3}
+        assert any("The server is fired up" in line.text for line in main.store.lines(0))
+
+        # boot checks: every check passed on every rank
+        await wait_for(pilot, lambda: all(orch.checks.rank_summary(r)["pending"] == 0 for r in range(4)),
+                       10, "checks settled")
+        for r in range(4):
+            summary = orch.checks.rank_summary(r)
+            assert summary["failed"] == 0 and summary["passed"] > 0, summary
+            assert table.check_states[r][1] == "ready"
+
+        # / regex: hides the rest, counts matches; bad regex shows an error and no crash
+        await pilot.press("slash")
+        await pilot.press(*"rendezvous ok: world=4")
+        await wait_for(pilot, lambda: main.logs.matches == 4, 5, "4 grep matches")
+        assert len(main.logs.view.lines) == 4
+        assert all("rendezvous ok" in line.text for line in main.logs.view.lines)
+        await pilot.press("enter")
+        await pilot.press("n", "n")
+        assert main.logs.view.cursor == 1
+        await pilot.press("N")
+        assert main.logs.view.cursor == 0
+        main.logs.apply_grep_now("![")
+        await pilot.pause(0.1)
+        assert main.logs.pending_filter.error is not None
+        main.logs.apply_grep_now("!tick")
+        await pilot.pause(0.1)
+        assert main.logs.view.lines and all("tick" not in ln.text for ln in main.logs.view.lines)
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert not main.logs.line_filter.active and main.logs.matches is None
+
+        # + adds a check that passes on lines captured before it existed
+        await pilot.press("plus")
+        await wait_for(pilot, lambda: isinstance(app.screen, AddCheckScreen), 5, "add check dialog")
+        await pilot.press(*"DEMO rendezvous: rank 0 listening on port ...")
+        await pilot.press("enter")
+        def added_passed() -> bool:
+            added = [c for c in orch.checks.checks if c.added]
+            return bool(added) and orch.checks.overall(added[0]) == "passed"
+
+        await wait_for(pilot, added_passed, 10, "the added check to pass")
+        added = next(c for c in orch.checks.checks if c.added)
+        match = orch.checks.status[(added.id, 0)].match
+        assert match is not None and match.line_no < 20  # found among the lines of the boot
+        assert main.checks_panel.display
+
+        # r on rank 1, confirmed "rank only": only rank 1 gets a new container
+        before = {info.rank: info.container_id for info in orch.ranks}
+        await pilot.press("2")
+        assert table.selected_rank == 1 and main.logs.shown == 1
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, RestartScreen), 5, "restart dialog")
+        assert "TP4 group" in str(app.screen.query_one("#explain").render())
+        await pilot.press("r")
+        await wait_for(pilot, lambda: orch.ranks[1].container_id not in (None, before[1]), 30,
+                       "rank 1 replaced")
+        await wait_for(pilot, lambda: main.busy is None, 30, "restart to finish")
+        assert orch.ranks[1].restarts == 1
+        for r in (0, 2, 3):
+            assert orch.ranks[r].container_id == before[r], f"rank {r} was replaced"
+        await wait_for(pilot, lambda: any("restarted by the operator" in ln.text
+                                          for ln in main.store.lines(1)), 10, "restart marker")
+
+        # x: down, confirmed; every rank stopped
+        await pilot.press("x")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 5, "down dialog")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: all(table.states.get(r) == "stopped" for r in range(4)), 30,
+                       "every rank stopped")
+        await pilot.press("q")

@@ -1,0 +1,109 @@
+"""Themes and keys: t switches and remembers the theme; config.toml remaps keys by binding id."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from sparktui.config import config_dir
+from sparktui.ui.app import SparkApp
+from sparktui.ui.options import ConsoleOptions
+from sparktui.ui.screens.help_screen import HelpScreen
+from sparktui.ui.screens.plan_screen import PlanScreen
+from sparktui.ui.screens.restart_screen import RestartScreen
+from sparktui.ui.themes import rank_colors
+from tests.conftest import CLUSTER4
+from tests.ui.conftest import wait_for
+
+
+def _app(recipes: Path) -> SparkApp:
+    return SparkApp(ConsoleOptions([recipes], CLUSTER4, live=False, cursor_blink=False))
+
+
+async def test_theme_switch_is_remembered(recipes_copy: Path) -> None:
+    app = _app(recipes_copy)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, app.main_screen.ready.is_set, 10, "recipes")
+        assert app.theme == "sparktui-dark"
+        dark_ranks = rank_colors(app.theme_variables)
+        await pilot.press("t")
+        await pilot.pause(0.1)
+        assert app.theme != "sparktui-dark" and app.theme in app.theme_names
+        assert rank_colors(app.theme_variables) != dark_ranks  # the rank colours follow the theme
+        chosen = app.theme
+    state = json.loads((config_dir() / "state.json").read_text())
+    assert state["theme"] == chosen
+    again = _app(recipes_copy)
+    async with again.run_test(size=(100, 30)) as pilot:
+        await pilot.pause(0.1)
+        assert again.theme == chosen
+
+
+async def test_ships_dark_light_and_high_contrast_themes(recipes_copy: Path) -> None:
+    app = _app(recipes_copy)
+    async with app.run_test(size=(100, 30)):
+        assert {"sparktui-dark", "sparktui-light", "sparktui-contrast"} <= set(app.theme_names)
+        assert not app.get_theme("sparktui-light").dark  # type: ignore[union-attr]
+
+
+async def test_user_theme_and_keymap_from_config(recipes_copy: Path) -> None:
+    folder = config_dir()
+    (folder / "themes").mkdir(parents=True)
+    (folder / "themes" / "mine.toml").write_text(
+        'name = "mine"\nprimary = "#ff0000"\nrank_colors = ["#010203", "#040506"]\n')
+    (folder / "config.toml").write_text('theme = "mine"\n[keys]\nrestart = "R"\nplan = "P,f2"\n')
+    app = _app(recipes_copy)
+    async with app.run_test(size=(100, 30)) as pilot:
+        main = app.main_screen
+        await wait_for(pilot, main.ready.is_set, 10, "recipes")
+        assert app.theme == "mine"
+        assert rank_colors(app.theme_variables) == ["#010203", "#040506"]
+        assert main.session is not None
+        main.session.orch.ranks[0].container_id = "c0ffee"  # something to restart (never contacted)
+        await pilot.press("r")  # no longer bound
+        await pilot.pause(0.1)
+        assert not isinstance(app.screen, RestartScreen)
+        await pilot.press("R")
+        await wait_for(pilot, lambda: isinstance(app.screen, RestartScreen), 5, "restart dialog")
+        await pilot.press("escape")
+        await pilot.press("f2")
+        await wait_for(pilot, lambda: isinstance(app.screen, PlanScreen), 5, "plan")
+        await pilot.press("escape")
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), 5, "help")
+        assert "R" in str(app.screen.query_one("#help-keys").render())
+
+
+async def test_bad_settings_are_reported_not_fatal(recipes_copy: Path) -> None:
+    folder = config_dir()
+    (folder / "themes").mkdir(parents=True)
+    (folder / "themes" / "broken.toml").write_text('primary = "not a colour"\n')
+    (folder / "config.toml").write_text('[keys]\nrestart = 3\n[logs]\nwindow = "x"\n')
+    app = _app(recipes_copy)
+    async with app.run_test(size=(100, 30)) as pilot:
+        main = app.main_screen
+        await wait_for(pilot, main.ready.is_set, 10, "recipes")
+        texts = " | ".join(ev.text for ev in main.events)
+        assert "broken.toml" in texts and "keys.restart" in texts and "logs.window" in texts
+
+
+async def test_every_binding_has_an_id() -> None:
+    from sparktui.ui.screens.main_screen import MainScreen
+
+    ids = [b.id for b in MainScreen.BINDINGS if not isinstance(b, tuple)]
+    assert all(ids) and len(ids) == len(set(ids))
+
+
+async def test_palette_offers_every_action(offline_app: Callable[..., SparkApp]) -> None:
+    from sparktui.ui.commands import SparkCommands
+    from sparktui.ui.keys import KEYS
+
+    app = offline_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, app.main_screen.ready.is_set, 10, "recipes")
+        names = [name for name, _cmd, _help in SparkCommands(app.main_screen).commands()]
+    for spec in KEYS:
+        if spec.palette:
+            assert spec.command in names, spec.id
+    assert "Recipe: demo-tp4" in names and "Theme: sparktui-light" in names

@@ -1,0 +1,49 @@
+"""s stages the recipe's data on every node, with one progress bar per node (local cluster)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparktui.config import state_dir
+from sparktui.ui.app import SparkApp
+from sparktui.ui.options import ConsoleOptions
+from tests.conftest import SEED
+from tests.ui.conftest import wait_for
+
+
+@pytest.fixture
+def staged_recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    from tests.staging.ckpt import make_checkpoint
+
+    ckpt = make_checkpoint(tmp_path / "hf")
+    monkeypatch.setenv("HF_HOME", str(ckpt.hf))
+    dst = tmp_path / "mia-state" / "engram"
+    recipes = tmp_path / "recipes"
+    folder = recipes / "dsv41-flash-4x-mia"
+    folder.mkdir(parents=True)
+    text = SEED.read_text().replace('dst = "/home/kilork/mia-state/engram"', f'dst = "{dst}"')
+    (folder / "recipe.toml").write_text(text)
+    return recipes, dst
+
+
+async def test_stage_shows_progress_per_node(staged_recipe: tuple[Path, Path]) -> None:
+    recipes, dst = staged_recipe
+    app = SparkApp(ConsoleOptions([recipes], None, state_root=state_dir(), recipe="dsv41-flash-4x-mia"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        main = app.main_screen
+        await wait_for(pilot, main.ready.is_set, 15, "the recipe to open")
+        assert main.staging.display
+        assert main.staging.nodes == ["local0", "local1", "local2", "local3"]
+        await pilot.press("s")
+        await wait_for(pilot, lambda: len(main.staging.last) == 4 and
+                       all(p.phase == "done" for p in main.staging.last.values()), 60, "staging done")
+        assert main.busy is None or main.busy == "stage"
+        await wait_for(pilot, lambda: main.busy is None, 10, "the stage action to end")
+        for rank in range(4):
+            assert "100%" in str(main.ranks_table.values[rank]["staging"])
+        assert sorted(p.name for p in dst.glob("engram-*.bin"))[:2] == ["engram-l1-r0of4.bin",
+                                                                          "engram-l1-r1of4.bin"]
+        assert not [ev for ev in main.events if ev.level == "error"], main.events
+        await pilot.press("q")

@@ -1,0 +1,83 @@
+"""The log view on its own: batches, capture order, the bounded window, wrap and the cursor."""
+
+from __future__ import annotations
+
+from textual.app import App, ComposeResult
+
+from sparktui.ui.grep import LineFilter
+from sparktui.ui.logstore import LogLine, line_of
+from sparktui.ui.widgets.log_view import LogView
+
+
+class ViewApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield LogView(max_lines=100)
+
+
+def lines(rank: int, start: int, count: int, second: int = 0, text: str = "line") -> list[LogLine]:
+    return [line_of(rank, no, f"2026-01-01T00:{second + i // 60:02d}:{i % 60:02d}.{rank}Z", f"{text} {no}")
+            for i, no in enumerate(range(start, start + count))]
+
+
+def rows(view: LogView) -> list[str]:
+    return [view.render_line(y).text.rstrip() for y in range(view.scrollable_content_region.height)]
+
+
+async def test_batches_keep_capture_order_and_stay_bounded() -> None:
+    app = ViewApp()
+    async with app.run_test(size=(60, 12)) as pilot:
+        view = app.query_one(LogView)
+        view.append(lines(0, 1, 5))
+        view.append(lines(1, 1, 5))  # captured alongside rank 0's: merged in, not appended
+        assert [(ln.rank, ln.no) for ln in view.lines[:4]] == [(0, 1), (1, 1), (0, 2), (1, 2)]
+        view.append(lines(0, 6, 200, second=1))
+        assert len(view.lines) <= 100 and view.lines[-1].no == 205
+        await pilot.pause()
+        assert rows(view)[-1].startswith("r0 line 205")  # following: the end is on screen
+
+
+async def test_wrap_cursor_and_highlight() -> None:
+    app = ViewApp()
+    async with app.run_test(size=(40, 10)) as pilot:
+        view = app.query_one(LogView)
+        view.set_lines([line_of(0, 1, "2026-01-01T00:00:00Z", "x" * 70), *lines(0, 2, 3, second=1)])
+        assert view.virtual_size.height == 4
+        view.set_options(wrap=True)
+        await pilot.pause()
+        assert view.virtual_size.height > 4  # the long line takes more than one row
+        assert all(len(r) <= view.scrollable_content_region.width for r in rows(view))
+        view.set_follow(False)
+        assert view.step(True) and view.cursor == 0
+        assert view.step(True) and view.cursor == 1
+        assert view.step(False) and view.cursor == 0 and not view.step(False)
+        view.set_filter(LineFilter.parse("line"))
+        view.set_options(wrap=False, prefix=False, timestamps=True)
+        await pilot.pause()
+        assert "00:01:00" in rows(view)[1]
+
+
+async def test_placeholder_when_empty() -> None:
+    app = ViewApp()
+    async with app.run_test(size=(60, 8)) as pilot:
+        view = app.query_one(LogView)
+        view.set_placeholder("Not running · press u")
+        await pilot.pause()
+        assert "Not running · press u" in rows(view)[1]
+
+
+async def test_reading_back_pauses_and_the_end_resumes() -> None:
+    app = ViewApp()
+    async with app.run_test(size=(60, 8)) as pilot:
+        view = app.query_one(LogView)
+        view.focus()
+        view.append(lines(0, 1, 50))
+        await pilot.pause()
+        await pilot.press("pageup")
+        assert not view.follow
+        top = view.scroll_y
+        view.append(lines(0, 51, 10, second=1))
+        await pilot.pause()
+        assert view.scroll_y == top  # new lines do not pull the view away from what is read
+        await pilot.press("end")
+        await pilot.pause()
+        assert view.follow and view.is_vertical_scroll_end

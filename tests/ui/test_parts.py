@@ -1,0 +1,115 @@
+"""The console's parts that need no screen: grep, the log window, themes, settings, formats."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparktui.core.runstore import RunStore
+from sparktui.ui.catalog import default_slug, load_catalog
+from sparktui.ui.formatting import bar, checks_text, eta, uptime
+from sparktui.ui.grep import LineFilter
+from sparktui.ui.logstore import LogStore, line_of, read_tail, scan_run
+from sparktui.ui.screens.add_check_screen import parse_ranks
+from sparktui.ui.settings import load_settings, load_state, save_state
+from sparktui.ui.themes import ThemeFileError, load_themes, rank_colors, theme_from_data
+from tests.conftest import CLUSTER4, RECIPES, ROOT
+
+
+def test_grep_regex_inverts_and_reports_bad_patterns() -> None:
+    f = LineFilter.parse("nccl|error")
+    assert f.active and f.matches("NCCL WARN x") and not f.matches("all good")  # smart case
+    assert f.spans("an error and NCCL") == [(3, 8), (13, 17)]
+    assert not LineFilter.parse("NCCL").matches("nccl")  # a capital makes it case sensitive
+    inv = LineFilter.parse("!tick")
+    assert inv.invert and inv.matches("ready") and not inv.matches("demo tick 3") and inv.spans("x") == []
+    bad = LineFilter.parse("foo(")
+    assert bad.error is not None and "bad regex" in bad.error and not bad.active and bad.matches("x")
+    assert not LineFilter.parse("").active and not LineFilter.parse("!").active
+
+
+def test_log_window_is_bounded_deduplicated_and_merged() -> None:
+    store = LogStore(2, window=3)
+    assert store.add(0, [(1, "2026-01-01T00:00:01Z", "a"), (2, "2026-01-01T00:00:03Z", "b")])
+    assert store.add(0, [(2, "2026-01-01T00:00:03Z", "b")]) == []  # already there
+    store.add(1, [(1, "2026-01-01T00:00:02Z", "c")])
+    assert [ln.text for ln in store.view([0, 1])] == ["a", "c", "b"]
+    assert store.complete(0)
+    store.add(0, [(3, "2026-01-01T00:00:04Z", "d"), (4, "2026-01-01T00:00:05Z", "e")])
+    assert [ln.no for ln in store.lines(0)] == [2, 3, 4] and not store.complete(0)
+    assert store.find(0, 3) == line_of(0, 3, "2026-01-01T00:00:04Z", "d") and store.find(0, 1) is None
+    assert store.find(0, 3).ts == "2026-01-01T00:00:04.000000000Z"  # type: ignore[union-attr]
+
+
+def test_scan_and_tail_read_every_captured_line(tmp_path: Path) -> None:
+    run = RunStore(tmp_path).create("demo")
+    run.log(0).append([(f"2026-01-01T00:00:{i:02d}Z", f"line {i}") for i in range(50)])
+    run.log(1).append([(f"2026-01-01T00:00:{i:02d}.5Z", f"other {i}") for i in range(50)])
+    assert [ln.no for ln in read_tail(run, 0, 5)] == [46, 47, 48, 49, 50]
+    result = scan_run(run, [0, 1], LineFilter.parse(r"(line|other) 4\d"), cap=15)
+    assert result.total == 20 and len(result.lines) == 15
+    assert [ln.text for ln in result.lines[-2:]] == ["line 49", "other 49"]
+    assert result.scanned == {0: 50, 1: 50}
+
+
+def test_themes_from_files(tmp_path: Path) -> None:
+    shipped = load_themes([ROOT / "themes"])
+    assert not shipped.problems
+    names = {t.name for t in shipped.themes}
+    assert {"sparktui-dark", "sparktui-light", "sparktui-contrast"} <= names
+    for theme in shipped.themes:
+        assert len(rank_colors(theme.variables)) >= 4
+    (tmp_path / "bad.toml").write_text('primary = "#zzz"\n')
+    (tmp_path / "typo.toml").write_text('primary = "#112233"\nbackgrund = "#000000"\n')
+    (tmp_path / "ok.toml").write_text('primary = "#112233"\ndark = false\n')
+    loaded = load_themes([tmp_path])
+    assert [t.name for t in loaded.themes] == ["ok"]
+    assert len(loaded.problems) == 2 and any("backgrund" in p for p in loaded.problems)
+    with pytest.raises(ThemeFileError, match="rank_colors"):
+        theme_from_data({"primary": "#123456", "rank_colors": "red"}, "x")
+
+
+def test_settings_and_state(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text('theme = "sparktui-light"\n[keys]\nrestart = "R"\n'
+                                          '[logs]\nwindow = 500\n')
+    settings = load_settings(tmp_path)
+    assert settings.theme == "sparktui-light" and settings.keys == {"restart": "R"}
+    assert settings.window == 500 and not settings.problems
+    save_state({"theme": "a"}, tmp_path)
+    save_state({"recipe": "b"}, tmp_path)
+    assert load_state(tmp_path) == {"theme": "a", "recipe": "b"}
+
+
+def test_catalog_opens_the_demo_by_default() -> None:
+    infos = load_catalog([RECIPES], CLUSTER4)
+    assert [i.slug for i in infos][:2] == ["demo-tp4", "dsv41-flash-4x-mia"]
+    assert all(i.usable for i in infos)
+    assert default_slug(infos, None) == "demo-tp4"
+    assert default_slug(infos, "dsv41-flash-4x-mia") == "dsv41-flash-4x-mia"
+    assert default_slug(infos, "gone") == "demo-tp4"
+
+
+def test_catalog_keeps_broken_recipes_with_their_problems(tmp_path: Path) -> None:
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "recipe.toml").write_text('engine = "sglang"\nport = "x"\n')
+    [info] = load_catalog([tmp_path], None)
+    assert not info.usable and info.problems and info.text
+
+
+def test_small_formats() -> None:
+    assert uptime(None) == "-" and uptime(59) == "59s" and uptime(61) == "1m01s" and uptime(7260) == "2h01m"
+    assert eta(75) == "1:15" and eta(None) == "--:--"
+    assert bar(0.0) == "░░░░░░" and bar(1.0) == "██████" and len(bar(0.37)) == 6
+    assert checks_text({"passed": 3, "failed": 0, "pending": 0}) == ("3/3 ✓", "ready")
+    assert checks_text({"passed": 1, "failed": 1, "pending": 1})[0] == "1/3 ✗1"
+    assert checks_text({}) == ("-", "pending")
+
+
+def test_added_check_ranks() -> None:
+    assert parse_ranks("", 4) == "any" and parse_ranks("ALL", 4) == "all"
+    assert parse_ranks("2, 0", 4) == [0, 2]
+    with pytest.raises(ValueError, match="does not exist"):
+        parse_ranks("4", 4)
+    with pytest.raises(ValueError, match="rank numbers"):
+        parse_ranks("first", 4)
