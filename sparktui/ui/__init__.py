@@ -27,6 +27,7 @@ def run_console(args: argparse.Namespace) -> int:
               "themes work too)", file=sys.stderr)
         return 2
     options = ConsoleOptions(recipes_dirs(getattr(args, "recipes", None)),
-                             getattr(args, "cluster", None), window=settings.window)
+                             getattr(args, "cluster", None), window=settings.window,
+                             telemetry_interval=settings.interval, low_memory=settings.low_memory)
     SparkApp(options, theme=theme, settings=settings, themes=themes).run()
     return 0

@@ -17,6 +17,7 @@ from sparktui.backend.events import (
     HealthChanged,
     LogBatch,
     NodeChanged,
+    NodeTelemetry,
     Notice,
     RankChanged,
     StagingProgress,
@@ -25,6 +26,7 @@ from sparktui.ui.messages import (
     ChecksUpdated,
     HealthUpdated,
     LogLines,
+    NodeSampled,
     NodeUpdated,
     NoticePosted,
     RankUpdated,
@@ -47,6 +49,8 @@ def to_message(event: Event, run_id: str | None = None) -> Message | None:
         return NoticePosted(event.level, event.text)
     if isinstance(event, StagingProgress):
         return StagingUpdated(event)
+    if isinstance(event, NodeTelemetry):
+        return NodeSampled(event)
     return None
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from sparktui.backend.events import RankStateName, StagingProgress
+from sparktui.backend.events import NodeTelemetry, RankStateName, StagingProgress
 from sparktui.core.checks import CheckUpdate
 
 
@@ -55,3 +55,8 @@ class NoticePosted(Message):
 @dataclass
 class StagingUpdated(Message):
     progress: StagingProgress
+
+
+@dataclass
+class NodeSampled(Message):
+    telemetry: NodeTelemetry

@@ -17,6 +17,8 @@ class ConsoleOptions:
     cluster_path: Path | None = None
     state_root: Path = field(default_factory=state_dir)
     window: int = DEFAULT_WINDOW  # log lines per rank kept in memory
+    telemetry_interval: float = 2.0  # seconds between node samples
+    low_memory: int = 8 * 2**30  # warn when the head's MemAvailable falls below this
     live: bool = True  # False: never touch the cluster (snapshot tests feed messages instead)
     clock: Callable[[], float] = time.monotonic  # uptime; tests pin it
     wall_clock: Callable[[], float] = time.time  # the events view's times

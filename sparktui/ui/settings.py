@@ -8,6 +8,9 @@
     grep = "slash,ctrl+f"
     [logs]
     window = 10000                # lines per rank kept in memory (the run's files keep all)
+    [telemetry]
+    interval = "2s"               # one sample per node this often
+    low_memory = "8G"             # warn when the head's MemAvailable falls below this
 
 ``<config>/state.json`` is written by the console: the last theme and recipe chosen.
 """
@@ -27,6 +30,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from sparktui.config import config_dir
+from sparktui.core.units import parse_duration, parse_size
 
 DEFAULT_WINDOW = 10_000
 MIN_WINDOW = 100
@@ -37,6 +41,8 @@ class Settings:
     keys: dict[str, str] = field(default_factory=dict)
     theme: str | None = None
     window: int = DEFAULT_WINDOW
+    interval: float = 2.0
+    low_memory: int = 8 * 2**30
     problems: list[str] = field(default_factory=list)
 
 
@@ -83,6 +89,15 @@ def load_settings(folder: Path | None = None) -> Settings:
         else:
             settings.problems.append(f"{path}: logs.window must be a whole number of lines, "
                                      f"at least {MIN_WINDOW}")
+    telemetry = data.get("telemetry", {})
+    if isinstance(telemetry, dict):
+        try:
+            if "interval" in telemetry:
+                settings.interval = max(0.5, parse_duration(telemetry["interval"]))
+            if "low_memory" in telemetry:
+                settings.low_memory = parse_size(telemetry["low_memory"])
+        except (ValueError, TypeError) as exc:
+            settings.problems.append(f"{path}: [telemetry]: {exc}")
     return settings
 
 

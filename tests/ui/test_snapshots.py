@@ -12,8 +12,10 @@ from collections.abc import Callable
 import pytest
 from textual.pilot import Pilot
 
+from sparktui.backend.events import NodeTelemetry
+from sparktui.core.telemetry import DiskSample, NodeSample
 from sparktui.ui.app import SparkApp
-from sparktui.ui.messages import ChecksUpdated, HealthUpdated, LogLines, RankUpdated
+from sparktui.ui.messages import ChecksUpdated, HealthUpdated, LogLines, NodeSampled, RankUpdated
 from tests.ui.conftest import wait_for
 
 THEMES = ["sparktui-dark", "sparktui-light"]
@@ -96,3 +98,41 @@ def test_grep_active(snap_compare: Callable[..., bool], offline_app: Callable[..
         await pilot.press("slash", *"nccl|rendezvous", "enter", "n")
 
     assert snap_compare(offline_app(theme), terminal_size=SIZE, run_before=grep)
+
+
+def _sample(avail_gib: float, total_gib: float, unified: bool, gpu: str) -> NodeSample:
+    from sparktui.core.telemetry import GpuSample
+
+    mem = None if unified else 143771 * 2**20
+    gpus = [GpuSample(0, gpu, 97.0, 71.0, 95.0 if unified else 690.6, None if unified else 2**30, mem)]
+    return NodeSample(mem_total=int(total_gib * 2**30), mem_available=int(avail_gib * 2**30),
+                      unified=unified, load1=3.2, cpu_ticks=(1, 2), gpus=gpus,
+                      disks=[DiskSample("/home/kilork/mia-state/engram", 61 * 2**30, 900 * 2**30)])
+
+
+async def _nodes_low_memory(pilot: Pilot[None]) -> None:
+    """Telemetry as the sampler reports it: the head's unified memory running out."""
+    await _opened(pilot)
+    app = pilot.app
+    assert isinstance(app, SparkApp)
+    main = app.main_screen
+    for i in range(12):
+        avail = 60.0 - 5 * i  # the head falls from 60 GiB to 5.5 GiB
+        head = _sample(max(5.5, avail), 119.7, True, "NVIDIA GB10")
+        warnings = [] if head.mem_available >= 8 * 2**30 else [
+            "head memory low: 5.5 GiB available (warn below 8.0 GiB)"]
+        main.post_message(NodeSampled(NodeTelemetry("spark1", "ok", head, 40.0, warnings=warnings)))
+        main.post_message(NodeSampled(NodeTelemetry("spark2", "ok", _sample(88.0 - i, 119.7, True,
+                                                                            "NVIDIA GB10"), 35.0)))
+        main.post_message(NodeSampled(NodeTelemetry("spark3", "ok", _sample(90.0, 119.7, True,
+                                                                            "NVIDIA GB10"), 30.0)))
+    main.post_message(NodeSampled(NodeTelemetry("spark4", "unreachable", None, None,
+                                                "connection to spark4.lan:22 refused (is sshd running?)")))
+    await wait_for(pilot, lambda: "spark4" in main.nodes_panel.latest, 5, "the fed samples")
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_nodes_panel_low_memory(snap_compare: Callable[..., bool],
+                                offline_app: Callable[..., SparkApp], theme: str) -> None:
+    assert snap_compare(offline_app(theme), terminal_size=SIZE, run_before=_nodes_low_memory)

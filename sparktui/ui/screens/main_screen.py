@@ -34,6 +34,7 @@ from sparktui.ui.messages import (
     ChecksUpdated,
     HealthUpdated,
     LogLines,
+    NodeSampled,
     NodeUpdated,
     NoticePosted,
     RankUpdated,
@@ -51,6 +52,7 @@ from sparktui.ui.session import Session
 from sparktui.ui.settings import save_state
 from sparktui.ui.widgets.checks_panel import ChecksPanel
 from sparktui.ui.widgets.log_panel import LogPanel
+from sparktui.ui.widgets.nodes_panel import NodesPanel
 from sparktui.ui.widgets.rank_table import RankTable
 from sparktui.ui.widgets.recipe_list import RecipeList
 from sparktui.ui.widgets.recipe_pane import RecipePane
@@ -90,6 +92,7 @@ class MainScreen(Screen[None]):
         self.events: list[EventRecord] = []
         self.details: dict[int, str] = {}
         self.node_status: dict[str, str] = {}
+        self._warned: set[str] = set()  # telemetry warnings already reported, until they clear
         self._failed: list[tuple[int, str]] = []
         self._failure_timer: Timer | None = None
         self.ready = asyncio.Event()  # the first recipe is open (tests wait on it)
@@ -104,6 +107,7 @@ class MainScreen(Screen[None]):
                 yield RankTable(self.options.clock, id="ranks")
                 yield Static("", id="rank-detail")
                 yield StagingPanel(id="staging")
+                yield NodesPanel(id="nodes")
                 yield LogPanel(self.store, id="logs")
                 yield ChecksPanel(id="checks")
         yield Footer()
@@ -121,6 +125,10 @@ class MainScreen(Screen[None]):
         return self.query_one(ChecksPanel)
 
     @property
+    def nodes_panel(self) -> NodesPanel:
+        return self.query_one(NodesPanel)
+
+    @property
     def staging(self) -> StagingPanel:
         return self.query_one(StagingPanel)
 
@@ -135,6 +143,7 @@ class MainScreen(Screen[None]):
         self.query_one(RecipeList).border_title = "Recipes"
         self.query_one("#recipe", RecipePane).border_title = "recipe"
         self.staging.border_title = "Staging"
+        self.nodes_panel.border_title = "Nodes"
         self.logs.border_title = "Logs"
         self.checks_panel.border_title = "Boot checks"
         self.checks_panel.border_subtitle = "enter: show the line · + add · c hide"
@@ -224,6 +233,8 @@ class MainScreen(Screen[None]):
         self.staging.display = bool(session.plan.staging)
         if session.plan.staging:
             self.staging.setup([s.node for s in session.plan.staging])
+        self.nodes_panel.setup(nodes)
+        self._warned.clear()
         self.logs.reset(None)
         self.refresh_checks()
         self.update_titles()
@@ -248,6 +259,7 @@ class MainScreen(Screen[None]):
             self.ranks_table.set_restarts(info_.rank, info_.restarts)
         self.refresh_checks()
         session.follow()
+        session.orch.telemetry(self.options.telemetry_interval, self.options.low_memory).start()
         self.update_titles()
 
     async def close_session(self) -> None:
@@ -373,6 +385,30 @@ class MainScreen(Screen[None]):
             self.report("warning", f"node {message.node} {message.status}{detail}")
         elif before is not None:
             self.report("info", f"node {message.node} connected again")
+
+    def on_node_sampled(self, message: NodeSampled) -> None:
+        t = message.telemetry
+        self.nodes_panel.update_node(t)
+        for warning in t.warnings:  # once per warning, until it clears
+            key = f"{t.node}: {warning.split(':')[0]}"
+            if key not in self._warned:
+                self._warned.add(key)
+                self.report("warning", f"{t.node}: {warning}")
+        current = {f"{t.node}: {w.split(':')[0]}" for w in t.warnings}
+        self._warned -= {k for k in self._warned if k.startswith(f"{t.node}: ") and k not in current}
+
+    def action_toggle_nodes(self) -> None:
+        self.nodes_panel.display = not self.nodes_panel.display
+
+    def action_smoke(self) -> None:
+        session = self._need_session()
+        if session is None:
+            return
+
+        async def smoke() -> None:
+            result = await session.orch.smoke()
+            self.report("info", f"smoke ok: {result.sentence()}")
+        self._start("smoke", smoke)
 
     def on_notice_posted(self, message: NoticePosted) -> None:
         self.report(message.level, message.text)

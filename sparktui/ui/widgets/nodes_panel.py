@@ -1,0 +1,94 @@
+"""One line per node: available memory (bar and a sparkline of the last minutes), GPU load,
+temperature and power, free disk where the recipe stages data. On a DGX Spark the GPU has no
+memory of its own: memory is MemAvailable of the unified pool, and says so."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from rich.text import Text
+from textual.widgets import Static
+
+from sparktui.backend.events import NodeTelemetry
+from sparktui.core.units import format_bytes
+
+HISTORY = 90  # samples: three minutes at the default 2 s
+SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[float], width: int) -> str:
+    """Fractions 0..1 as block characters, the newest on the right."""
+    tail = values[-width:]
+    return "".join(SPARKS[min(len(SPARKS) - 1, max(0, int(v * len(SPARKS))))] for v in tail)
+
+
+def gib(n: int) -> str:
+    return f"{n / 2**30:.1f}"
+
+
+class NodesPanel(Static):
+    """Rendered from the latest NodeTelemetry of each node; nothing here samples."""
+
+    DEFAULT_CSS = """
+    NodesPanel { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__("", id=id)
+        self.nodes: list[str] = []
+        self.latest: dict[str, NodeTelemetry] = {}
+        self.history: dict[str, deque[float]] = {}
+
+    def setup(self, nodes: list[str]) -> None:
+        self.nodes = list(dict.fromkeys(nodes))
+        self.latest.clear()
+        self.history = {n: deque(maxlen=HISTORY) for n in self.nodes}
+        self.refresh_table()
+
+    def update_node(self, t: NodeTelemetry) -> None:
+        if t.node not in self.history:
+            return
+        self.latest[t.node] = t
+        if t.status == "ok" and t.sample is not None and t.sample.mem_total:
+            self.history[t.node].append(t.sample.mem_available / t.sample.mem_total)
+        self.refresh_table()
+
+    @property
+    def warnings(self) -> list[str]:
+        return [f"{n}: {w}" for n, t in self.latest.items() for w in t.warnings]
+
+    def refresh_table(self) -> None:
+        """Fixed-width columns, one line per node: it reads like the rank table above it."""
+        w = max((len(n) for n in self.nodes), default=4)
+        out = Text(f"{'node':<{w}}  {'state':<11} {'memory free':<24} {'trend':<12} {'gpu':<14} "
+                   "disk free", style="dim", no_wrap=True, overflow="ellipsis")
+        for node in self.nodes:
+            out.append("\n")
+            out.append(f"{node:<{w}}  ")
+            t = self.latest.get(node)
+            if t is None:
+                out.append("…", style="dim")
+                continue
+            out.append(f"{t.status:<11} ",
+                       style={"ok": "green", "stale": "yellow"}.get(t.status, "bold red"))
+            s = t.sample
+            if s is None:
+                out.append(t.detail, style="red")
+                continue
+            dim = "dim" if t.status != "ok" else ""
+            low = any(w_.startswith("head memory low") for w_ in t.warnings)
+            mem = f"{gib(s.mem_available)} / {gib(s.mem_total)} GiB"
+            out.append(mem, style="bold red" if low else dim)
+            pad = max(1, 24 - len(mem))
+            out.append(" " + "unified".ljust(pad - 1) if s.unified else " " * pad, style="cyan")
+            out.append(f"{sparkline(list(self.history.get(node, [])), 12):<12} ",
+                       style="red" if low else "green")
+            gpu = ", ".join(f"{g.util_pct or 0:.0f}% {g.temp_c or 0:.0f}°C {g.power_w or 0:.0f}W"
+                            for g in s.gpus) or (s.gpu_note or "-")
+            out.append(f"{gpu:<14} ", style=dim)
+            disk_low = any("below min_free" in w_ for w_ in t.warnings)
+            out.append(" ".join(format_bytes(d.free) for d in s.disks[:1]) or "-",
+                       style="bold red" if disk_low else dim)
+        self.update(out)
+        self.set_class(bool(self.warnings), "-warning")
+        self.border_subtitle = "⚠ " + self.warnings[0] if self.warnings else "m hide"
