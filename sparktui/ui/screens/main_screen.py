@@ -60,6 +60,7 @@ from sparktui.ui.widgets.staging_panel import StagingPanel
 
 MAX_EVENTS = 2000
 NARROW = 110  # below this many columns: fewer rank columns, no recipe pane, a compact footer
+SHORT = 32  # below this many rows (or when narrow) the nodes panel starts hidden: logs come first
 TOAST_CHARS = 120
 FAILURE_TOAST_DELAY = 0.6
 SEVERITY = {"info": "information", "warning": "warning", "error": "error"}
@@ -93,6 +94,7 @@ class MainScreen(Screen[None]):
         self.details: dict[int, str] = {}
         self.node_status: dict[str, str] = {}
         self._warned: set[str] = set()  # telemetry warnings already reported, until they clear
+        self._nodes_shown: bool | None = None  # the operator's choice (m), once made
         self._failed: list[tuple[int, str]] = []
         self._failure_timer: Timer | None = None
         self.ready = asyncio.Event()  # the first recipe is open (tests wait on it)
@@ -134,6 +136,8 @@ class MainScreen(Screen[None]):
 
     def on_resize(self, event: events.Resize) -> None:
         narrow = event.size.width < NARROW
+        if self._nodes_shown is None:  # until m says otherwise: logs first on a small screen
+            self.nodes_panel.display = not narrow and event.size.height >= SHORT
         self.ranks_table.set_compact(narrow)
         footer = self.query_one(Footer)
         footer.compact = narrow
@@ -398,7 +402,8 @@ class MainScreen(Screen[None]):
         self._warned -= {k for k in self._warned if k.startswith(f"{t.node}: ") and k not in current}
 
     def action_toggle_nodes(self) -> None:
-        self.nodes_panel.display = not self.nodes_panel.display
+        self._nodes_shown = not self.nodes_panel.display
+        self.nodes_panel.display = self._nodes_shown
 
     def action_smoke(self) -> None:
         session = self._need_session()
