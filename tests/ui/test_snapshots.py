@@ -85,6 +85,12 @@ def test_plan_modal(snap_compare: Callable[..., bool], offline_app: Callable[...
 
 
 @pytest.mark.parametrize("theme", THEMES)
+def test_running_cluster(snap_compare: Callable[..., bool], offline_app: Callable[..., SparkApp],
+                         theme: str) -> None:
+    assert snap_compare(offline_app(theme), terminal_size=SIZE, run_before=_running)
+
+
+@pytest.mark.parametrize("theme", THEMES)
 def test_restart_confirmation(snap_compare: Callable[..., bool], offline_app: Callable[..., SparkApp],
                               theme: str) -> None:
     assert snap_compare(offline_app(theme), terminal_size=SIZE, run_before=_running, press=["2", "r"])
