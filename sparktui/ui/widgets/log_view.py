@@ -18,7 +18,7 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.cache import LRUCache
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -86,6 +86,7 @@ class LogView(ScrollView, can_focus=True):
         self._max_width = 0
         self._cache: LRUCache[int, Strip] = LRUCache(2048)
         self._rank_styles: list[Style] = []
+        self._paint_style: Style | None = None  # the widget's style while a paint is under way
 
     # -- content ------------------------------------------------------------------------------
     def set_lines(self, lines: Sequence[LogLine], *, keep: LogLine | None = None) -> None:
@@ -314,6 +315,18 @@ class LogView(ScrollView, can_focus=True):
                                  for c in rank_colors(self.app.theme_variables)]
         return self._rank_styles[rank % len(self._rank_styles)]
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # The widget's Rich style walks every ancestor: once per paint, not twice per row.
+        self._paint_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._paint_style = None
+
+    @property
+    def _base_style(self) -> Style:
+        return self._paint_style if self._paint_style is not None else self.rich_style
+
     def _line_strip(self, index: int) -> Strip:
         cached = self._cache.get(index)
         if cached is not None:
@@ -332,7 +345,7 @@ class LogView(ScrollView, can_focus=True):
         match_style = self.get_component_rich_style("log-view--match")
         for start, end in self.line_filter.spans(body):
             text.stylize(match_style, lead + start, lead + end)
-        base = self.rich_style
+        base = self._base_style
         if index == self.cursor:
             base = base + self.get_component_rich_style("log-view--cursor")
         segments = [Segment(s.text, base + s.style if s.style else base)
@@ -345,7 +358,7 @@ class LogView(ScrollView, can_focus=True):
         scroll_x, scroll_y = self.scroll_offset
         width = self.scrollable_content_region.width
         row = scroll_y + y
-        base = self.rich_style
+        base = self._base_style
         if not self.lines and y == 1 and self.placeholder:
             text = Text(self.placeholder[:width].center(width), no_wrap=True, end="")
             text.stylize(self.get_component_rich_style("log-view--timestamp"))
