@@ -22,6 +22,7 @@ this process's CPU time. ``down`` always runs at the end (also after an error or
 script checks that no process it started is left.
 
 Targets: p95 latency < 100 ms; RSS flat after the first 10 s (grows < 5 % from 10 s to the end).
+Exit status 1 when a target is missed (or a rank was not ready at the end: not a valid run).
 
     python bench/ui_flood.py [--seconds 60] [--flood 2000] [--keys w] [--size 160x50]
 """
@@ -113,17 +114,17 @@ def leftover_pids(marker: str) -> list[int]:
     return found
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU time of ``pids`` (those still alive)."""
+def cpu_seconds(pids: list[int]) -> dict[int, float]:
+    """User + system CPU time of each of ``pids`` that is alive."""
     tick = os.sysconf("SC_CLK_TCK")
-    total = 0
+    out = {}
     for pid in pids:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += int(fields[11]) + int(fields[12])
-    return total / tick
+        out[pid] = (int(fields[11]) + int(fields[12])) / tick
+    return out
 
 
 def kill_leftovers(marker: str) -> tuple[list[int], list[int]]:
@@ -267,6 +268,7 @@ class Result:
     fps: float = 0.0
     cpu_pct: float = 0.0
     ranks_cpu_pct: float = 0.0  # the demo ranks and their supervisors
+    not_ready: dict[int, str] = field(default_factory=dict)  # ranks not ready at the end
     start: float = 0.0  # perf_counter when timing began
     gc_pauses: list[float] = field(default_factory=list)
     ready_s: float = 0.0
@@ -366,7 +368,10 @@ async def measure(recipes: Path, args: argparse.Namespace, gcw: GcWatch) -> Resu
         res.seconds = time.perf_counter() - start
         res.gc_pauses = gcw.between(start, start + res.seconds)
         res.cpu_pct = 100 * (time.process_time() - cpu0) / res.seconds
-        res.ranks_cpu_pct = 100 * (cpu_seconds(rank_pids) - ranks_cpu0) / res.seconds
+        ranks_cpu1 = cpu_seconds(rank_pids)
+        res.ranks_cpu_pct = 100 * sum(t - ranks_cpu0[p] for p, t in ranks_cpu1.items() if p in ranks_cpu0) \
+            / res.seconds
+        res.not_ready = {r: str(table.states.get(r)) for r in range(WORLD) if table.states.get(r) != "ready"}
         received = sum(main.store.last_no(r) for r in range(WORLD)) - received0
         res.lines_per_s = received / res.seconds
         res.matches_per_s = ((logs.matches or 0) - matches0) / res.seconds
@@ -407,6 +412,9 @@ def report(res: Result, rss: RssSampler, args: argparse.Namespace) -> bool:
     else:
         ok = False
         print("  no press was measured")
+    if res.not_ready:
+        ok = False
+        print(f"  NOT A VALID RUN: ranks not ready at the end: {res.not_ready} (the flood was smaller)")
     if res.timeouts or res.wrong:
         print(f"  presses with no frame within 10 s: {res.timeouts}; without their effect: {res.wrong}")
     print(f"  lines received by the app: {res.lines_per_s:,.0f}/s "
