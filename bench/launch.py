@@ -10,7 +10,6 @@ ready at once, prints the time from invocation until every container runs (the l
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import statistics
 import subprocess
@@ -20,14 +19,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _testbed import testbed_module  # noqa: E402
 
 
 def testbed_cluster() -> str:
-    spec = importlib.util.spec_from_file_location("sparktui_testbed_script", ROOT / "scripts/testbed.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
+    mod = testbed_module()
     return str(mod.up(4).cluster_file)
 
 

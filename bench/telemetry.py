@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import os
 import resource
 import sys
@@ -23,6 +22,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from _testbed import testbed_module  # noqa: E402
 
 from sparktui.backend.events import Event, NodeTelemetry  # noqa: E402
 from sparktui.backend.orchestrator import Orchestrator  # noqa: E402
@@ -32,11 +34,7 @@ from sparktui.core.recipe import load_recipe  # noqa: E402
 
 
 def testbed_cluster_text() -> str:
-    spec = importlib.util.spec_from_file_location("sparktui_testbed_script", ROOT / "scripts/testbed.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
+    mod = testbed_module()
     tb = mod.up(4)
     head = Path(tb.cluster_file).read_text().split("[[nodes]]")[0]
     nodes = "".join(f'[[nodes]]\nname = "n{i}"\nhost = "{n.ip}"\n'
