@@ -15,6 +15,9 @@ counted too. ``Pilot.press`` itself is not used for the timed presses: it waits 
 to go idle (up to 1 s, twice), which under a flood never happens, so it would allow only about
 one press every 2 s.
 
+The app runs as ``sparktui`` runs it: ``sparktui.ui.gcpolicy.settle()`` before it starts
+(``--default-gc`` leaves CPython's collector settings alone, to compare).
+
 Also sampled: the RSS of this process (VmRSS of /proc/self/status) once a second; the demo
 ranks and their supervisors are separate processes and are NOT counted. Lines received per
 second by the app (from its log store), lines still unread at the end, frames per second and
@@ -299,11 +302,14 @@ def unread_lines(session: Any) -> int:
 async def measure(recipes: Path, args: argparse.Namespace, gcw: GcWatch) -> Result:
     from sparktui.config import state_dir
     from sparktui.ui.app import SparkApp
+    from sparktui.ui.gcpolicy import settle
     from sparktui.ui.options import ConsoleOptions
 
     cols, rows = (int(x) for x in args.size.split("x"))
     keys = [k.strip() for k in args.keys.split(",") if k.strip()]
     app = SparkApp(ConsoleOptions([recipes], None, state_root=state_dir(), recipe=SLUG))
+    if not args.default_gc:
+        settle()  # as run_console does before the console starts
     res = Result(latencies={k: [] for k in keys})
     async with app.run_test(size=(cols, rows)) as pilot:
         main = app.main_screen
@@ -453,6 +459,8 @@ def main() -> int:
     ap.add_argument("--size", default="160x50", help="terminal columns x rows (default 160x50)")
     ap.add_argument("--port", type=int, default=30400, help="the recipe's port, rank r on port + r")
     ap.add_argument("--profile", metavar="FILE", help="write a cProfile of the whole run to FILE")
+    ap.add_argument("--default-gc", action="store_true",
+                    help="leave Python's garbage collector as it is (the console settles it: gcpolicy)")
     args = ap.parse_args()
     if not re.fullmatch(r"\d+x\d+", args.size):
         ap.error("--size: COLUMNSxROWS, for example 160x50")

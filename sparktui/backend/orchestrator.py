@@ -315,7 +315,7 @@ class Orchestrator:
         info.started = time.monotonic()
         # from now on this run owns the container's log from its first line, even if no
         # sparktui follows it until a later catch-up
-        self.run.save_cursor(info.rank, st.id, None)
+        self.run.set_cursor(info.rank, st.id, None, save=True)
         self._set_state(info, "booting")
         self._follow(info)
 
@@ -351,16 +351,16 @@ class Orchestrator:
         assert self.run is not None
         run = self.run
         rt = self.runtimes[info.node.name]
-        saved = run.cursors().get(info.rank, {})
-        cursor = saved.get("cursor") if saved.get("container_id") == container_id else None
+        cursor = run.resume(info.rank, container_id)
         delay = 0.5
         while not self._closed:
             try:
                 async for chunk in rt.logs(container_id, cursor):
                     self._ingest(info, chunk.lines)
                     cursor = chunk.cursor
-                    run.save_cursor(info.rank, container_id, cursor)
+                    run.set_cursor(info.rank, container_id, cursor)
                     delay = 0.5
+                run.save_cursors()
                 st = await rt.inspect(container_id)
                 self.emit(NodeChanged(info.node.name, "connected"))
                 if st.running:
@@ -556,14 +556,14 @@ class Orchestrator:
             if not info.container_id or self.run is None:
                 return
             saved = self.run.cursors().get(info.rank, {})
-            cursor = saved.get("cursor") if saved.get("container_id") == info.container_id else None
             if saved and saved.get("container_id") != info.container_id:
                 return  # a container this run never followed; do not mix its lines in
+            cursor = self.run.resume(info.rank, info.container_id)
             try:
                 async for chunk in self.runtimes[info.node.name].logs(
                         info.container_id, cursor, follow=False):
                     self._ingest(info, chunk.lines)
-                    self.run.save_cursor(info.rank, info.container_id, chunk.cursor)
+                    self.run.set_cursor(info.rank, info.container_id, chunk.cursor)
             except (RuntimeLost, NodeError) as exc:
                 self.notice("warning", f"rank {info.rank}: could not catch up: {_sentence(exc)}")
         await asyncio.gather(*(one(i) for i in self.ranks))

@@ -19,6 +19,20 @@ CheckKind = Literal["ready", "must_show", "must_not_show"]
 CheckState = Literal["pending", "passed", "failed"]
 
 
+# A search over lines joined by "\n" (with re.MULTILINE, so ^ and $ still mean a line's ends)
+# finds a match wherever a search of one line does, as long as every assertion reads the same
+# inside a line: not \A or \Z (the ends of the whole text), and no lookahead or lookbehind (they
+# could see the next or the previous line). Matches across lines only cost a per-line search.
+_NOT_PER_LINE = re.compile(r"\\[AZ]|\(\?<?[=!]")
+
+
+def batch_regex(regex: re.Pattern[str]) -> re.Pattern[str] | None:
+    """``regex`` for a whole batch of lines at once, or None when that could miss a match."""
+    if _NOT_PER_LINE.search(regex.pattern):
+        return None
+    return re.compile(regex.pattern, regex.flags | re.MULTILINE)
+
+
 @dataclass(frozen=True)
 class Check:
     id: int
@@ -27,6 +41,7 @@ class Check:
     ranks: str | list[int]  # "any", "all" or a list; must_not_show watches every rank
     regex: re.Pattern[str]
     added: bool = False  # added interactively
+    batch: re.Pattern[str] | None = None  # ``batch_regex(regex)``
 
     def applies_to(self, rank: int) -> bool:
         return self.ranks in ("any", "all") or (isinstance(self.ranks, list) and rank in self.ranks)
@@ -76,7 +91,8 @@ class BootChecks:
 
     def add(self, kind: CheckKind, pattern: str, ranks: str | list[int], added: bool = False) -> Check:
         """Add a check; raises ValueError with a sentence on a bad pattern."""
-        check = Check(len(self.checks), kind, pattern, ranks, compile_pattern(pattern), added)
+        regex = compile_pattern(pattern)
+        check = Check(len(self.checks), kind, pattern, ranks, regex, added, batch_regex(regex))
         self.checks.append(check)
         for r in range(self.world):
             if kind == "must_not_show" or check.applies_to(r):
@@ -94,6 +110,15 @@ class BootChecks:
         watching = [c for c in ([only] if only else self.checks) if open_(c)]
         if not watching:
             return []
+        lines = list(lines)
+        if len(lines) > 1:
+            # Most batches match nothing (a running engine's decode lines): one search over the
+            # whole batch per check rules that out; the lines are searched one by one only for
+            # the checks that found something (or could not be searched that way).
+            joined = "\n".join(text for _, text in lines)
+            watching = [c for c in watching if c.batch is None or c.batch.search(joined)]
+            if not watching:
+                return []
         updates: list[CheckUpdate] = []
         for line_no, text in lines:
             for check in watching:

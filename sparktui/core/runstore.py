@@ -3,6 +3,12 @@
 Logs are written as they arrive, so nothing is lost when sparktui exits and ``sparktui logs``
 works afterwards. One process at a time follows a run's containers (it holds ``follow.lock``);
 others read the files.
+
+A rank's cursor (where its container's log was read up to) is saved with the number of lines
+its file held at that point. Saving is throttled (a flood brings dozens of batches a second and
+each save is a rewrite and an fsync), so after a hard kill the file may run ahead of its saved
+cursor; the next follower cuts the file back to the saved line count and reads on from the saved
+cursor, which brings the same lines again: no gap and no duplicate.
 """
 
 from __future__ import annotations
@@ -76,6 +82,19 @@ class RankLog:
             f.write("".join(buf))
         return numbered
 
+    def truncate(self, lines: int) -> int:
+        """Keep the first ``lines`` lines; returns how many were cut off."""
+        self._ensure_count()
+        if self.count <= lines:
+            return 0
+        with self.path.open("rb+") as f:
+            for _ in range(lines):
+                if not f.readline():
+                    break
+            f.truncate(f.tell())
+        cut, self.count = self.count - lines, lines
+        return cut
+
     def read(self, start: int = 1) -> Iterator[tuple[int, str, str]]:
         if not self.path.exists():
             return
@@ -92,12 +111,19 @@ class RankLog:
         return self.count
 
 
+Cursor = dict[str, Any]  # {"container_id": str, "cursor": str | None, "lines": int}
+CURSOR_SAVE_S = 0.5  # at most this often while following (see the module docstring)
+
+
 @dataclass
 class Run:
     id: str
     dir: Path
     _logs: dict[int, RankLog] = field(default_factory=dict)
     _lock: IO[str] | None = None
+    _cursors: dict[int, Cursor] | None = None  # the follower's copy, newer than the file
+    _cursors_dirty: bool = False
+    _cursors_saved: float = 0.0  # monotonic time of the last write
 
     @property
     def plan_path(self) -> Path:
@@ -137,17 +163,55 @@ class Run:
         return out
 
     # -- cursors: where each rank's container log was read up to --------------------------
-    def cursors(self) -> dict[int, dict[str, str | None]]:
+    def _read_cursors(self) -> dict[int, Cursor]:
         try:
             raw = json.loads((self.dir / "cursors.json").read_text())
         except (OSError, ValueError):
             return {}
-        return {int(k): v for k, v in raw.items()}
+        return {int(k): v for k, v in raw.items() if isinstance(v, dict)}
 
-    def save_cursor(self, rank: int, container_id: str, cursor: str | None) -> None:
-        all_ = self.cursors()
-        all_[rank] = {"container_id": container_id, "cursor": cursor}
-        _atomic_write(self.dir / "cursors.json", json.dumps({str(k): v for k, v in all_.items()}))
+    def cursors(self) -> dict[int, Cursor]:
+        """The follower's cursors (kept in memory, saved now and then); others read the file."""
+        if self._lock is None:
+            return self._read_cursors()
+        if self._cursors is None:
+            self._cursors = self._read_cursors()
+        return self._cursors
+
+    def set_cursor(self, rank: int, container_id: str, cursor: str | None, *,
+                   save: bool = False) -> None:
+        """Record that rank's file holds everything up to ``cursor``; written to disk at once
+        with ``save``, else within ``CURSOR_SAVE_S`` (or at ``save_cursors``)."""
+        cursors = self.cursors()
+        cursors[rank] = {"container_id": container_id, "cursor": cursor, "lines": self.log(rank).lines}
+        self._cursors, self._cursors_dirty = cursors, True
+        if save or self._lock is None or time.monotonic() - self._cursors_saved >= CURSOR_SAVE_S:
+            self.save_cursors()
+
+    def save_cursors(self) -> None:
+        if not self._cursors_dirty or self._cursors is None:
+            return
+        _atomic_write(self.dir / "cursors.json",
+                      json.dumps({str(k): v for k, v in sorted(self._cursors.items())}))
+        self._cursors_dirty = False
+        self._cursors_saved = time.monotonic()
+        if self._lock is None:
+            self._cursors = None  # not the follower: read the file next time
+
+    def resume(self, rank: int, container_id: str) -> str | None:
+        """Where to read ``container_id``'s log from: its saved cursor, after cutting the rank's
+        file back to the lines that cursor accounts for (a follower killed between reading and
+        saving left more); ``None`` (from the start) for a container not seen before."""
+        saved = self.cursors().get(rank, {})
+        if saved.get("container_id") != container_id:
+            return None
+        lines = saved.get("lines")
+        if isinstance(lines, int):
+            cut = self.log(rank).truncate(lines)
+            if cut:
+                self.event("log-rewound", rank=rank, lines=cut)
+        cursor = saved.get("cursor")
+        return cursor if isinstance(cursor, str) else None
 
     # -- one follower at a time ----------------------------------------------------------
     def try_lock(self) -> bool:
@@ -161,9 +225,11 @@ class Run:
             f.close()
             return False
         self._lock = f
+        self._cursors = None  # the previous follower may have saved newer ones
         return True
 
     def unlock(self) -> None:
+        self.save_cursors()
         if self._lock is not None:
             fcntl.flock(self._lock.fileno(), fcntl.LOCK_UN)
             self._lock.close()

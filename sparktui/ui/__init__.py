@@ -8,6 +8,7 @@ import sys
 from textual.theme import BUILTIN_THEMES
 
 from sparktui.config import recipes_dirs
+from sparktui.ui.gcpolicy import settle
 from sparktui.ui.options import ConsoleOptions
 from sparktui.ui.settings import load_settings
 from sparktui.ui.themes import load_themes
@@ -29,5 +30,7 @@ def run_console(args: argparse.Namespace) -> int:
     options = ConsoleOptions(recipes_dirs(getattr(args, "recipes", None)),
                              getattr(args, "cluster", None), window=settings.window,
                              telemetry_interval=settings.interval, low_memory=settings.low_memory)
-    SparkApp(options, theme=theme, settings=settings, themes=themes).run()
+    app = SparkApp(options, theme=theme, settings=settings, themes=themes)
+    settle()
+    app.run()
     return 0

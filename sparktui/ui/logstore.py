@@ -10,19 +10,26 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from sparktui.core.runstore import MARKER, Run
 from sparktui.ui.grep import LineFilter
 
+LogLine = tuple[str, int, int, str]
+"""One captured line: ``(ts, rank, no, text)``, read with ``line[TEXT]`` and so on.
 
-class LogLine(NamedTuple):
-    """One captured line. Tuples compare in capture order: time, then rank, then line number."""
-
-    ts: str  # capture time, RFC 3339 UTC with nanoseconds (see ``norm_ts``)
-    rank: int
-    no: int  # line number in the run's file of this rank, from 1
-    text: str
+``ts`` is the capture time, RFC 3339 UTC with nanoseconds (see ``norm_ts``); ``no`` the line
+number in the run's file of that rank, from 1. Tuples compare in capture order: time, then rank,
+then line number. A plain tuple on purpose, not a NamedTuple: CPython stops tracking a tuple of
+strings and ints in its cycle collector after the first collection, but keeps tracking every
+instance of a tuple subclass. The windows hold tens of thousands of lines; tracked, each full
+collection walked them all and stopped the console for 200-300 ms under a log flood
+(docs/benchmarks.md, UI flood).
+"""
+TS: Final = 0
+RANK: Final = 1
+NO: Final = 2
+TEXT: Final = 3
 
 
 def norm_ts(ts: str) -> str:
@@ -30,12 +37,14 @@ def norm_ts(ts: str) -> str:
     local runtime writes microseconds; padded to nanoseconds, times sort as text."""
     if len(ts) == 30 and ts[19] == ".":
         return ts
+    if len(ts) == 27 and ts[19] == "." and ts[26] == "Z":  # the local runtime's microseconds
+        return ts[:26] + "000Z"
     base, _, frac = ts.rstrip("Z").partition(".")
     return f"{base[:19]}.{frac[:9].ljust(9, '0')}Z"
 
 
 def line_of(rank: int, no: int, ts: str, text: str) -> LogLine:
-    return LogLine(norm_ts(ts), rank, no, text)
+    return (norm_ts(ts), rank, no, text)
 
 
 def merge(streams: Iterable[Iterable[LogLine]]) -> list[LogLine]:
@@ -63,12 +72,12 @@ class LogStore:
 
     def last_no(self, rank: int) -> int:
         lines = self._lines.get(rank)
-        return lines[-1].no if lines else 0
+        return lines[-1][NO] if lines else 0
 
     def add(self, rank: int, lines: Iterable[tuple[int, str, str]]) -> list[LogLine]:
         """Append what is new (by line number); returns the lines added."""
         window = self.lines(rank)
-        last = window[-1].no if window else 0
+        last = window[-1][NO] if window else 0
         added = [line_of(rank, no, ts, text) for no, ts, text in lines if no > last]
         window.extend(added)
         return added
@@ -76,7 +85,7 @@ class LogStore:
     def complete(self, rank: int) -> bool:
         """Whether the window still holds the rank's first line (nothing was dropped)."""
         window = self._lines.get(rank)
-        return not window or window[0].no == 1
+        return not window or window[0][NO] == 1
 
     def total(self, ranks: Iterable[int]) -> int:
         return sum(len(self.lines(r)) for r in ranks)
@@ -86,10 +95,10 @@ class LogStore:
 
     def find(self, rank: int, no: int) -> LogLine | None:
         window = self._lines.get(rank)
-        if not window or not window[0].no <= no <= window[-1].no:
+        if not window or not window[0][NO] <= no <= window[-1][NO]:
             return None
-        line = window[no - window[0].no]  # line numbers are contiguous within a window
-        return line if line.no == no else next((ln for ln in window if ln.no == no), None)
+        line = window[no - window[0][NO]]  # line numbers are contiguous within a window
+        return line if line[NO] == no else next((ln for ln in window if ln[NO] == no), None)
 
 
 def read_tail(run: Run, rank: int, window: int) -> list[LogLine]:

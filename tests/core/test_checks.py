@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
 from sparktui.core.checks import BootChecks
 from sparktui.core.cluster import local_cluster
 from sparktui.core.plan import build_plan
@@ -87,3 +90,33 @@ def test_demo_recipe_loads() -> None:
     plan = build_plan(recipe, local_cluster(4))
     assert plan.served_model_name == "demo-tp4"
     assert len(plan.boot.must_show) == 4
+
+
+ATOMS = ["a", "b", " ", "^", "$", r"\b", r"\B", ".", ".*", "a+", "[ab]", r"\s", r"\S*", "(?=a)", "(?!b)",
+         "(?<=a)", "(?<!b)", r"\A", r"\Z", "(a|b )", r"(a)\1", "(?s).", "(?i)A"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(atoms=st.lists(st.lists(st.sampled_from(ATOMS), min_size=1, max_size=4), min_size=1, max_size=3),
+       lines=st.lists(st.text(alphabet="ab xA", max_size=8), min_size=2, max_size=8),
+       must_not=st.booleans())
+def test_a_batch_finds_what_its_lines_find_one_by_one(atoms: list[list[str]], lines: list[str],
+                                                      must_not: bool) -> None:
+    """The whole-batch pre-search never hides a match a per-line search would find."""
+    patterns = ["re:" + "".join(parts) for parts in atoms]
+    kind = "must_not_show" if must_not else "must_show"
+
+    def checks() -> BootChecks:
+        bc = BootChecks(1)
+        for pattern in patterns:
+            try:
+                bc.add(kind, pattern, "all")
+            except ValueError:  # e.g. a lookbehind of variable width
+                assume(False)
+        return bc
+
+    numbered = list(enumerate(lines, 1))
+    at_once = [(u.check.id, u.state, u.match) for u in checks().feed(0, numbered)]
+    one_by_one = checks()
+    singly = [(u.check.id, u.state, u.match) for ln in numbered for u in one_by_one.feed(0, [ln])]
+    assert sorted(at_once, key=str) == sorted(singly, key=str)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sparktui.ui.app import SparkApp
+from sparktui.ui.logstore import RANK, TEXT
 from sparktui.ui.screens.add_check_screen import AddCheckScreen
 from sparktui.ui.screens.confirm_screen import ConfirmScreen
 from sparktui.ui.screens.restart_screen import RestartScreen
@@ -29,9 +30,9 @@ async def test_up_grep_add_check_restart_down(live_app: Callable[[], SparkApp]) 
 
         # every rank's log is on screen, in the merged view with rank prefixes
         await wait_for(pilot, lambda: all(main.store.lines(r) for r in range(4)), 10, "logs")
-        shown = {line.rank for line in main.logs.view.lines}
+        shown = {line[RANK] for line in main.logs.view.lines}
         assert shown == {0, 1, 2, 3}
-        assert any("The server is fired up" in line.text for line in main.store.lines(0))
+        assert any("The server is fired up" in line[TEXT] for line in main.store.lines(0))
 
         # boot checks: every check passed on every rank
         await wait_for(pilot, lambda: all(orch.checks.rank_summary(r)["pending"] == 0 for r in range(4)),
@@ -46,7 +47,7 @@ async def test_up_grep_add_check_restart_down(live_app: Callable[[], SparkApp]) 
         await pilot.press(*"rendezvous ok: world=4")
         await wait_for(pilot, lambda: main.logs.matches == 4, 5, "4 grep matches")
         assert len(main.logs.view.lines) == 4
-        assert all("rendezvous ok" in line.text for line in main.logs.view.lines)
+        assert all("rendezvous ok" in line[TEXT] for line in main.logs.view.lines)
         await pilot.press("enter")
         await pilot.press("n", "n")
         assert main.logs.view.cursor == 1
@@ -57,7 +58,7 @@ async def test_up_grep_add_check_restart_down(live_app: Callable[[], SparkApp]) 
         assert main.logs.pending_filter.error is not None
         main.logs.apply_grep_now("!tick")
         await pilot.pause(0.1)
-        assert main.logs.view.lines and all("tick" not in ln.text for ln in main.logs.view.lines)
+        assert main.logs.view.lines and all("tick" not in ln[TEXT] for ln in main.logs.view.lines)
         await pilot.press("escape")
         await pilot.pause(0.1)
         assert not main.logs.line_filter.active and main.logs.matches is None
@@ -91,7 +92,7 @@ async def test_up_grep_add_check_restart_down(live_app: Callable[[], SparkApp]) 
         assert orch.ranks[1].restarts == 1
         for r in (0, 2, 3):
             assert orch.ranks[r].container_id == before[r], f"rank {r} was replaced"
-        await wait_for(pilot, lambda: any("restarted by the operator" in ln.text
+        await wait_for(pilot, lambda: any("restarted by the operator" in ln[TEXT]
                                           for ln in main.store.lines(1)), 10, "restart marker")
 
         # x: down, confirmed; every rank stopped

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sparktui.ui.app import SparkApp
+from sparktui.ui.logstore import TEXT
 from tests.ui.conftest import wait_for
 
 SIZE = (100, 30)
@@ -33,7 +34,7 @@ async def test_quit_keeps_ranks_and_the_next_start_reattaches(live_app: Callable
         assert [info.container_id for info in session.orch.ranks] == containers
         assert session.run_id == run_id
         # the lines captured before quitting are back, from the run's files
-        assert any("The server is fired up" in ln.text for ln in main.store.lines(0))
+        assert any("The server is fired up" in ln[TEXT] for ln in main.store.lines(0))
         await wait_for(pilot, lambda: [main.ranks_table.states.get(r) for r in range(4)] == ["ready"] * 4,
                        20, "every rank ready again")
         # and it follows them live again

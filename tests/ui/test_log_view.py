@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.app import App, ComposeResult
 
 from sparktui.ui.grep import LineFilter
-from sparktui.ui.logstore import LogLine, line_of
+from sparktui.ui.logstore import NO, RANK, LogLine, line_of
 from sparktui.ui.widgets.log_view import LogView
 
 
@@ -29,9 +29,9 @@ async def test_batches_keep_capture_order_and_stay_bounded() -> None:
         view = app.query_one(LogView)
         view.append(lines(0, 1, 5))
         view.append(lines(1, 1, 5))  # captured alongside rank 0's: merged in, not appended
-        assert [(ln.rank, ln.no) for ln in view.lines[:4]] == [(0, 1), (1, 1), (0, 2), (1, 2)]
+        assert [(ln[RANK], ln[NO]) for ln in view.lines[:4]] == [(0, 1), (1, 1), (0, 2), (1, 2)]
         view.append(lines(0, 6, 200, second=1))
-        assert len(view.lines) <= 100 and view.lines[-1].no == 205
+        assert len(view.lines) <= 100 and view.lines[-1][NO] == 205
         await pilot.pause()
         assert rows(view)[-1].startswith("r0 line 205")  # following: the end is on screen
 

@@ -10,7 +10,7 @@ from sparktui.core.runstore import RunStore
 from sparktui.ui.catalog import default_slug, load_catalog
 from sparktui.ui.formatting import bar, checks_text, eta, uptime
 from sparktui.ui.grep import LineFilter
-from sparktui.ui.logstore import LogStore, line_of, read_tail, scan_run
+from sparktui.ui.logstore import NO, TEXT, TS, LogStore, line_of, read_tail, scan_run
 from sparktui.ui.screens.add_check_screen import parse_ranks
 from sparktui.ui.settings import load_settings, load_state, save_state
 from sparktui.ui.themes import ThemeFileError, load_themes, rank_colors, theme_from_data
@@ -34,22 +34,22 @@ def test_log_window_is_bounded_deduplicated_and_merged() -> None:
     assert store.add(0, [(1, "2026-01-01T00:00:01Z", "a"), (2, "2026-01-01T00:00:03Z", "b")])
     assert store.add(0, [(2, "2026-01-01T00:00:03Z", "b")]) == []  # already there
     store.add(1, [(1, "2026-01-01T00:00:02Z", "c")])
-    assert [ln.text for ln in store.view([0, 1])] == ["a", "c", "b"]
+    assert [ln[TEXT] for ln in store.view([0, 1])] == ["a", "c", "b"]
     assert store.complete(0)
     store.add(0, [(3, "2026-01-01T00:00:04Z", "d"), (4, "2026-01-01T00:00:05Z", "e")])
-    assert [ln.no for ln in store.lines(0)] == [2, 3, 4] and not store.complete(0)
+    assert [ln[NO] for ln in store.lines(0)] == [2, 3, 4] and not store.complete(0)
     assert store.find(0, 3) == line_of(0, 3, "2026-01-01T00:00:04Z", "d") and store.find(0, 1) is None
-    assert store.find(0, 3).ts == "2026-01-01T00:00:04.000000000Z"  # type: ignore[union-attr]
+    assert store.find(0, 3)[TS] == "2026-01-01T00:00:04.000000000Z"  # type: ignore[index]
 
 
 def test_scan_and_tail_read_every_captured_line(tmp_path: Path) -> None:
     run = RunStore(tmp_path).create("demo")
     run.log(0).append([(f"2026-01-01T00:00:{i:02d}Z", f"line {i}") for i in range(50)])
     run.log(1).append([(f"2026-01-01T00:00:{i:02d}.5Z", f"other {i}") for i in range(50)])
-    assert [ln.no for ln in read_tail(run, 0, 5)] == [46, 47, 48, 49, 50]
+    assert [ln[NO] for ln in read_tail(run, 0, 5)] == [46, 47, 48, 49, 50]
     result = scan_run(run, [0, 1], LineFilter.parse(r"(line|other) 4\d"), cap=15)
     assert result.total == 20 and len(result.lines) == 15
-    assert [ln.text for ln in result.lines[-2:]] == ["line 49", "other 49"]
+    assert [ln[TEXT] for ln in result.lines[-2:]] == ["line 49", "other 49"]
     assert result.scanned == {0: 50, 1: 50}
 
 

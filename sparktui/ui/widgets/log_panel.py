@@ -17,7 +17,7 @@ from textual.widgets import Input
 
 from sparktui.core.runstore import Run
 from sparktui.ui.grep import NO_FILTER, LineFilter
-from sparktui.ui.logstore import LogLine, LogStore, merge, read_lines, scan_run
+from sparktui.ui.logstore import NO, RANK, TEXT, LogLine, LogStore, merge, read_lines, scan_run
 from sparktui.ui.widgets.grep_input import GrepInput
 from sparktui.ui.widgets.log_bar import LogBar, LogBarState
 from sparktui.ui.widgets.log_view import LogView
@@ -102,7 +102,7 @@ class LogPanel(Vertical):
             view.set_filter(f)
             view.set_lines(self.store.view(ranks), keep=keep)
         elif self.run is None or all(self.store.complete(r) for r in ranks):
-            lines = [line for line in self.store.view(ranks) if f.matches(line.text)]
+            lines = [line for line in self.store.view(ranks) if f.matches(line[TEXT])]
             self.matches = len(lines)
             self.scanning = False
             view.set_filter(f)
@@ -118,7 +118,7 @@ class LogPanel(Vertical):
         if generation != self._generation:
             return
         newer = [line for r in ranks for line in self.store.lines(r)
-                 if line.no > result.scanned.get(r, 0) and f.matches(line.text)]
+                 if line[NO] > result.scanned.get(r, 0) and f.matches(line[TEXT])]
         lines = merge([result.lines, sorted(newer)])
         self.scanning = False
         self.matches = result.total + len(newer)
@@ -130,11 +130,11 @@ class LogPanel(Vertical):
         """A batch of one rank's new lines (already in the store)."""
         if self.excerpt is not None or self.scanning or not lines:
             return
-        if self.shown is not None and lines[0].rank != self.shown:
+        if self.shown is not None and lines[0][RANK] != self.shown:
             return
         f = self.line_filter
         if f.active:
-            lines = [line for line in lines if f.matches(line.text)]
+            lines = [line for line in lines if f.matches(line[TEXT])]
             self.matches = (self.matches or 0) + len(lines)
         self.view.append(lines)
         self.update_bar()
@@ -265,7 +265,7 @@ class LogPanel(Vertical):
         start = max(1, no - EXCERPT_CONTEXT)
         lines = await asyncio.to_thread(
             lambda: list(read_lines(run, rank, start, no + EXCERPT_CONTEXT)))
-        target = next((i for i, line in enumerate(lines) if line.no == no), None)
+        target = next((i for i, line in enumerate(lines) if line[NO] == no), None)
         if target is None:
             return
         self._generation += 1
@@ -275,6 +275,6 @@ class LogPanel(Vertical):
         view.set_filter(NO_FILTER)
         view.set_lines(lines)
         view.show_line(target)
-        self.excerpt = (f"r{rank} lines {lines[0].no}-{lines[-1].no} from the run's file "
+        self.excerpt = (f"r{rank} lines {lines[0][NO]}-{lines[-1][NO]} from the run's file "
                         "(f returns to live)")
         self.update_bar()

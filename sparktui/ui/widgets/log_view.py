@@ -8,6 +8,7 @@ A cursor marks one line: the current grep match, or where a boot check's line wa
 from __future__ import annotations
 
 from bisect import bisect_right
+from itertools import accumulate
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -25,10 +26,14 @@ from textual.strip import Strip
 
 from sparktui.core.runstore import MARKER
 from sparktui.ui.grep import NO_FILTER, LineFilter
-from sparktui.ui.logstore import LogLine, merge
+from sparktui.ui.logstore import RANK, TEXT, TS, LogLine, merge
 from sparktui.ui.themes import rank_colors
 
 TS_WIDTH = 13  # "12:01:02.123 "
+# Rendered lines kept: a few screens' worth. More only keeps strips (each with a dozen small
+# caches of its own) alive long enough to reach the collector's oldest generation, which then
+# walks them on every full collection; scrolling back renders the few rows it shows again.
+STRIP_CACHE = 256
 
 
 def _clean(text: str) -> str:
@@ -84,7 +89,7 @@ class LogView(ScrollView, can_focus=True):
         self._rows = 0
         self._wrap_width = 0
         self._max_width = 0
-        self._cache: LRUCache[int, Strip] = LRUCache(2048)
+        self._cache: LRUCache[int, Strip] = LRUCache(STRIP_CACHE)
         self._rank_styles: list[Style] = []
         self._paint_style: Style | None = None  # the widget's style while a paint is under way
 
@@ -94,7 +99,7 @@ class LogView(ScrollView, can_focus=True):
         self.lines = list(lines[-self.max_lines:])
         self.cursor = None
         self._cache.clear()
-        self._lens = [_width(line.text) for line in self.lines]
+        self._lens = [_width(line[TEXT]) for line in self.lines]
         self._max_width = max(self._lens, default=0)
         self._relayout()
         if self.follow:
@@ -124,7 +129,7 @@ class LogView(ScrollView, can_focus=True):
             if self.wrap:
                 del self._starts[start:]
                 self._rows = self._starts[-1] + self._height(len(self._starts) - 1) if self._starts else 0
-        lens = [_width(line.text) for line in lines]
+        lens = [_width(line[TEXT]) for line in lines]
         self.lines.extend(lines)
         self._lens.extend(lens)
         self._max_width = max(self._max_width, *lens)
@@ -244,13 +249,11 @@ class LogView(ScrollView, can_focus=True):
         lead = self._lead
         if self.wrap:
             width = self._wrap_width
-            rows = self._rows
-            starts = self._starts
-            for length in self._lens[start:]:
-                starts.append(rows)
-                rows += max(1, -(-(lead + length) // width))
-            self._rows = rows
-            self.virtual_size = Size(width, rows)
+            # rows of each line: ceil((lead + length) / width), at least 1 (an empty line)
+            heights = [-(-(lead + length) // width) or 1 for length in self._lens[start:]]
+            self._starts.extend(accumulate(heights, initial=self._rows))
+            self._rows = self._starts.pop()  # the last running total is the next line's start
+            self.virtual_size = Size(width, self._rows)
         else:
             self._rows = len(self.lines)
             self.virtual_size = Size(self._max_width + lead, self._rows)
@@ -328,29 +331,39 @@ class LogView(ScrollView, can_focus=True):
         return self._paint_style if self._paint_style is not None else self.rich_style
 
     def _line_strip(self, index: int) -> Strip:
+        """The whole line as one strip. Segments are built directly (not through a Rich
+        ``Text``): under a flood every row on screen is a new line in every frame."""
         cached = self._cache.get(index)
         if cached is not None:
             return cached
-        line = self.lines[index]
-        text = Text(no_wrap=True, end="")
-        if self.prefix:
-            text.append(f"r{line.rank}".ljust(3), self._rank_style(line.rank))
-        if self.timestamps:
-            stamp = line.ts[11:23] if len(line.ts) >= 23 else line.ts[11:19].ljust(12)
-            text.append(f"{stamp} ", self.get_component_rich_style("log-view--timestamp"))
-        lead = len(text)
-        body = _clean(line.text)
-        text.append(body, self.get_component_rich_style("log-view--marker")
-                    if body.startswith(MARKER) else "")
-        match_style = self.get_component_rich_style("log-view--match")
-        for start, end in self.line_filter.spans(body):
-            text.stylize(match_style, lead + start, lead + end)
+        ts, rank, _no, raw = self.lines[index]
         base = self._base_style
         if index == self.cursor:
             base = base + self.get_component_rich_style("log-view--cursor")
-        segments = [Segment(s.text, base + s.style if s.style else base)
-                    for s in text.render(self.app.console)]
-        strip = Strip(segments, cell_len(text.plain))
+        segments: list[Segment] = []
+        cells = 0
+        if self.prefix:
+            label = f"r{rank}".ljust(3)
+            segments.append(Segment(label, base + self._rank_style(rank)))
+            cells += len(label)
+        if self.timestamps:
+            stamp = (ts[11:23] if len(ts) >= 23 else ts[11:19].ljust(12)) + " "
+            segments.append(Segment(stamp, base + self.get_component_rich_style("log-view--timestamp")))
+            cells += len(stamp)
+        body = _clean(raw)
+        style = base + self.get_component_rich_style("log-view--marker") if body.startswith(MARKER) else base
+        pos = 0
+        spans = self.line_filter.spans(body)
+        if spans:
+            matched = style + self.get_component_rich_style("log-view--match")
+            for start, end in spans:
+                if start > pos:
+                    segments.append(Segment(body[pos:start], style))
+                segments.append(Segment(body[start:end], matched))
+                pos = end
+        if pos < len(body):
+            segments.append(Segment(body[pos:], style))
+        strip = Strip(segments, cells + (len(body) if body.isascii() else cell_len(body)))
         self._cache[index] = strip
         return strip
 
@@ -373,5 +386,5 @@ class LogView(ScrollView, can_focus=True):
         fill = base + self.get_component_rich_style("log-view--cursor") if index == self.cursor else base
         if self.wrap:
             start = sub * self._wrap_width
-            return strip.crop_extend(start, start + width, fill).simplify()
-        return strip.crop_extend(scroll_x, scroll_x + width, fill).simplify()
+            return strip.crop_extend(start, start + width, fill)
+        return strip.crop_extend(scroll_x, scroll_x + width, fill)

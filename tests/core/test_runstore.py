@@ -1,0 +1,88 @@
+"""A run's log files and cursors: throttled cursor saves and the cut-back on resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sparktui.core import runstore
+from sparktui.core.runstore import RunStore
+
+
+def lines(start: int, count: int) -> list[tuple[str, str]]:
+    return [(f"2026-01-01T00:00:{i % 60:02d}.000000Z", f"line {i}") for i in range(start, start + count)]
+
+
+def saved(run_dir: Path) -> dict[str, dict[str, object]]:
+    data: dict[str, dict[str, object]] = json.loads((run_dir / "cursors.json").read_text())
+    return data
+
+
+def test_truncate_keeps_the_first_lines(tmp_path: Path) -> None:
+    run = RunStore(tmp_path).create("demo")
+    log = run.log(0)
+    log.append(lines(1, 10))
+    assert log.truncate(12) == 0 and log.lines == 10
+    assert log.truncate(4) == 6
+    assert [text for _, _, text in log.read()] == ["line 1", "line 2", "line 3", "line 4"]
+    assert log.append(lines(5, 1)) == [(5, "2026-01-01T00:00:05.000000Z", "line 5")]
+    assert runstore.RankLog(log.path).lines == 5  # counted again from the file
+
+
+def test_the_follower_saves_cursors_at_most_every_half_second(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [100.0]
+    monkeypatch.setattr(runstore.time, "monotonic", lambda: now[0])
+    run = RunStore(tmp_path).create("demo")
+    assert run.try_lock()
+    run.log(0).append(lines(1, 3))
+    run.set_cursor(0, "c0", "300")
+    assert saved(run.dir)["0"] == {"container_id": "c0", "cursor": "300", "lines": 3}
+    run.log(0).append(lines(4, 2))
+    now[0] += 0.1
+    run.set_cursor(0, "c0", "500")  # too soon: kept in memory
+    assert saved(run.dir)["0"]["cursor"] == "300"
+    assert run.cursors()[0] == {"container_id": "c0", "cursor": "500", "lines": 5}
+    now[0] += 0.5
+    run.log(1).append(lines(1, 1))
+    run.set_cursor(1, "c1", "100")
+    assert saved(run.dir)["0"]["cursor"] == "500" and saved(run.dir)["1"]["lines"] == 1
+    run.log(0).append(lines(6, 1))
+    run.set_cursor(0, "c0", "600")
+    run.unlock()  # the follower leaves: what it holds is written
+    assert saved(run.dir)["0"] == {"container_id": "c0", "cursor": "600", "lines": 6}
+
+
+def test_without_the_lock_every_cursor_is_written_at_once(tmp_path: Path) -> None:
+    run = RunStore(tmp_path).create("demo")
+    run.set_cursor(2, "c2", None)
+    run.set_cursor(3, "c3", None)
+    assert saved(run.dir) == {"2": {"container_id": "c2", "cursor": None, "lines": 0},
+                              "3": {"container_id": "c3", "cursor": None, "lines": 0}}
+
+
+def test_resume_cuts_the_file_back_to_the_saved_cursor(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    run = store.create("demo")
+    assert run.try_lock()
+    run.log(0).append(lines(1, 4))
+    run.set_cursor(0, "c0", "400", save=True)
+    run.log(0).append(lines(5, 3))  # read, then the follower was killed before it saved
+    assert run._lock is not None
+    run._lock.close()  # the process died: the kernel dropped its lock, nothing was saved
+    again = store.open(run.id)
+    assert again is not None and again.try_lock()
+    assert again.resume(0, "c0") == "400"
+    assert [text for _, _, text in again.log(0).read()] == [f"line {i}" for i in range(1, 5)]
+    assert [e for e in again.events() if e["kind"] == "log-rewound"][0]["lines"] == 3
+    assert again.resume(0, "another container") is None  # not seen before: from its start
+    assert again.log(0).lines == 4
+
+
+def test_cursors_saved_before_line_counts_resume_as_they_are(tmp_path: Path) -> None:
+    run = RunStore(tmp_path).create("demo")
+    run.log(0).append(lines(1, 3))
+    (run.dir / "cursors.json").write_text(json.dumps({"0": {"container_id": "c0", "cursor": "9"}}))
+    assert run.resume(0, "c0") == "9" and run.log(0).lines == 3
