@@ -53,8 +53,10 @@ SHIM_LOG = "shim.log"
 
 
 def utc_now() -> str:
-    """RFC 3339 UTC with microseconds, the timestamp format of every log line."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """RFC 3339 UTC with nine fraction digits (the last three zero), the timestamp of every log
+    line: the width docker's timestamps have before it trims zeros, and the one the console keeps
+    (its lines then share this string instead of each holding a padded copy)."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
 
 
 def proc_stat(pid: int) -> tuple[str, int] | None:

@@ -37,8 +37,6 @@ def norm_ts(ts: str) -> str:
     local runtime writes microseconds; padded to nanoseconds, times sort as text."""
     if len(ts) == 30 and ts[19] == ".":
         return ts
-    if len(ts) == 27 and ts[19] == "." and ts[26] == "Z":  # the local runtime's microseconds
-        return ts[:26] + "000Z"
     base, _, frac = ts.rstrip("Z").partition(".")
     return f"{base[:19]}.{frac[:9].ljust(9, '0')}Z"
 

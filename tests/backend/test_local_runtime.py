@@ -22,7 +22,7 @@ from sparktui.backend.runtime import ContainerState, LogChunk
 from sparktui.core.plan import ContainerSpec
 
 ROOT = Path(__file__).resolve().parents[2]
-STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z$")  # the width docker writes
 
 
 def make_spec(name: str, code: str, env: dict[str, str] | None = None,

@@ -76,7 +76,7 @@ def test_resume_cuts_the_file_back_to_the_saved_cursor(tmp_path: Path) -> None:
     assert again is not None and again.try_lock()
     assert again.resume(0, "c0") == "400"
     assert [text for _, _, text in again.log(0).read()] == [f"line {i}" for i in range(1, 5)]
-    assert [e for e in again.events() if e["kind"] == "log-rewound"][0]["lines"] == 3
+    assert next(e for e in again.events() if e["kind"] == "log-rewound")["lines"] == 3
     assert again.resume(0, "another container") is None  # not seen before: from its start
     assert again.log(0).lines == 4
 

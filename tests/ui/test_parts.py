@@ -113,3 +113,15 @@ def test_added_check_ranks() -> None:
         parse_ranks("4", 4)
     with pytest.raises(ValueError, match="rank numbers"):
         parse_ranks("first", 4)
+
+
+def test_timestamps_sort_as_text_whatever_their_fraction() -> None:
+    from sparktui.ui.logstore import norm_ts
+
+    docker_trimmed = ["2026-01-01T12:00:05Z", "2026-01-01T12:00:05.1Z", "2026-01-01T12:00:05.100000001Z"]
+    assert [norm_ts(ts) for ts in docker_trimmed] == ["2026-01-01T12:00:05.000000000Z",
+                                                      "2026-01-01T12:00:05.100000000Z",
+                                                      "2026-01-01T12:00:05.100000001Z"]
+    local = "2026-01-01T12:00:05.123456000Z"
+    assert norm_ts(local) is local  # already nine digits: the same string, no copy per line
+    assert norm_ts("2026-01-01T12:00:05.123456Z") == local

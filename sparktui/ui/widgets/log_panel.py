@@ -8,6 +8,7 @@ follow / wrap / timestamps, next/previous match and jumps to a given line.
 from __future__ import annotations
 
 import asyncio
+import time
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -23,6 +24,10 @@ from sparktui.ui.widgets.log_bar import LogBar, LogBarState
 from sparktui.ui.widgets.log_view import LogView
 
 GREP_DEBOUNCE_S = 0.12
+# New lines reach the view at most this often: a quiet log at once, a flood in one batch per
+# interval. Every batch re-lays out and repaints the view; under 4 ranks x 2,000 lines/s that
+# was 40 frames' worth of work a second, and the keys waited behind it (docs/benchmarks.md).
+FLUSH_S = 0.1
 EXCERPT_CONTEXT = 300  # lines read from the file on each side of a line that left the window
 
 
@@ -48,6 +53,9 @@ class LogPanel(Vertical):
         self.idle_text = ""  # what an empty log says (set by the screen: not running, ...)
         self._generation = 0
         self._debounce: Timer | None = None
+        self._pending: list[list[LogLine]] = []  # batches not in the view yet (all in the store)
+        self._flush_timer: Timer | None = None
+        self._flushed_at = 0.0
 
     def compose(self) -> ComposeResult:
         yield LogBar(id="log-bar")
@@ -76,7 +84,6 @@ class LogPanel(Vertical):
         self.run = run
         if self.shown is not None and self.shown >= self.store.world:
             self.shown = None
-        self.view.max_lines = max(1, self.store.window * max(1, self.store.world))
         self.rebuild()
 
     def show_ranks(self, rank: int | None) -> None:
@@ -87,6 +94,7 @@ class LogPanel(Vertical):
         """Lay the shown lines out again from the store (and the files, when grep needs them)."""
         self.excerpt = None
         self._generation += 1
+        self._drop_pending()
         view = self.view
         view.set_options(prefix=self.shown is None)
         ranks = self.ranks()
@@ -96,6 +104,10 @@ class LogPanel(Vertical):
             self.update_bar()
             return
         f = self.line_filter
+        # What the view may hold: the shown ranks' windows (the same line objects as the store:
+        # no memory of its own), or under grep the newest `window` matches (lines that left the
+        # windows are held by the view alone, so they are bounded like one more window).
+        view.max_lines = max(1, self.store.window * (1 if f.active else len(ranks)))
         if not f.active:
             self.matches = None
             self.scanning = False
@@ -132,12 +144,34 @@ class LogPanel(Vertical):
             return
         if self.shown is not None and lines[0][RANK] != self.shown:
             return
+        self._pending.append(lines)
+        if self._flush_timer is None:
+            wait = self._flushed_at + FLUSH_S - time.monotonic()
+            if wait <= 0:
+                self._flush()
+            else:
+                self._flush_timer = self.set_timer(wait, self._flush)
+
+    def _flush(self) -> None:
+        self._flush_timer = None
+        self._flushed_at = time.monotonic()
+        batches, self._pending = self._pending, []
+        if not batches:
+            return
+        lines = batches[0] if len(batches) == 1 else merge(batches)
         f = self.line_filter
         if f.active:
             lines = [line for line in lines if f.matches(line[TEXT])]
             self.matches = (self.matches or 0) + len(lines)
         self.view.append(lines)
         self.update_bar()
+
+    def _drop_pending(self) -> None:
+        """The view is about to be filled from the store, which holds these lines too."""
+        self._pending.clear()
+        if self._flush_timer is not None:
+            self._flush_timer.stop()
+            self._flush_timer = None
 
     def set_idle_text(self, text: str) -> None:
         self.idle_text = text
@@ -269,6 +303,7 @@ class LogPanel(Vertical):
         if target is None:
             return
         self._generation += 1
+        self._drop_pending()
         view = self.view
         view.follow = False
         view.set_options(prefix=True)

@@ -8,9 +8,9 @@ A cursor marks one line: the current grep match, or where a boot check's line wa
 from __future__ import annotations
 
 from bisect import bisect_right
-from itertools import accumulate
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import ClassVar
 
 from rich.cells import cell_len
@@ -26,7 +26,7 @@ from textual.strip import Strip
 
 from sparktui.core.runstore import MARKER
 from sparktui.ui.grep import NO_FILTER, LineFilter
-from sparktui.ui.logstore import RANK, TEXT, TS, LogLine, merge
+from sparktui.ui.logstore import TEXT, LogLine, merge
 from sparktui.ui.themes import rank_colors
 
 TS_WIDTH = 13  # "12:01:02.123 "
@@ -69,6 +69,9 @@ class LogView(ScrollView, can_focus=True):
         & > .log-view--match { background: $warning 45%; text-style: bold; }
         & > .log-view--timestamp { color: $text-muted; }
         & > .log-view--marker { color: $accent; text-style: italic; }
+        /* Following, the view sits at the end: the scrollbars would say only that, yet every
+           batch of new lines made them paint again, in a frame of their own. */
+        &.-following { scrollbar-visibility: hidden; }
     }
     """
 
@@ -80,7 +83,7 @@ class LogView(ScrollView, can_focus=True):
         self.prefix = True  # "r<rank> " before each line (the merged view)
         self.timestamps = False
         self.wrap = False
-        self.follow = True
+        self._follow = True
         self.line_filter: LineFilter = NO_FILTER
         self.cursor: int | None = None
         self.placeholder = ""  # shown when there is no line
@@ -92,6 +95,7 @@ class LogView(ScrollView, can_focus=True):
         self._cache: LRUCache[int, Strip] = LRUCache(STRIP_CACHE)
         self._rank_styles: list[Style] = []
         self._paint_style: Style | None = None  # the widget's style while a paint is under way
+        self.add_class("-following")
 
     # -- content ------------------------------------------------------------------------------
     def set_lines(self, lines: Sequence[LogLine], *, keep: LogLine | None = None) -> None:
@@ -183,6 +187,16 @@ class LogView(ScrollView, can_focus=True):
             self._cache.clear()
             self.scroll_end(animate=False, immediate=True, x_axis=False)
             self.refresh()
+
+    @property
+    def follow(self) -> bool:
+        """Whether new lines scroll the view to the end."""
+        return self._follow
+
+    @follow.setter
+    def follow(self, follow: bool) -> None:
+        self._follow = follow
+        self.set_class(follow, "-following")
 
     # -- the operator scrolls: reading back pauses following, the end resumes it ---------------
     @dataclass

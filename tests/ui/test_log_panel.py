@@ -1,0 +1,82 @@
+"""The log panel over a store: a quiet log at once, a flood in few batches, the grep bound."""
+
+from __future__ import annotations
+
+from textual.app import App, ComposeResult
+
+from sparktui.ui.logstore import NO, RANK, LogStore
+from sparktui.ui.widgets.log_panel import FLUSH_S, LogPanel
+from sparktui.ui.widgets.log_view import LogView
+
+
+class PanelApp(App[None]):
+    def __init__(self, store: LogStore) -> None:
+        super().__init__()
+        self.store = store
+
+    def compose(self) -> ComposeResult:
+        yield LogPanel(self.store)
+
+
+def feed(panel: LogPanel, rank: int, start: int, count: int, tick: int) -> None:
+    """As the screen does with a LogLines message: into the store, then to the panel."""
+    raw = [(no, f"2026-01-01T00:00:{tick % 60:02d}.{no:06d}Z", f"{'even' if no % 2 == 0 else 'odd'} {no}")
+           for no in range(start, start + count)]
+    panel.lines_added(panel.store.add(rank, raw))
+
+
+async def test_a_quiet_line_shows_at_once_and_a_flood_in_few_batches() -> None:
+    store = LogStore(2, window=1_000)
+    app = PanelApp(store)
+    async with app.run_test(size=(80, 20)) as pilot:
+        panel = app.query_one(LogPanel)
+        view = app.query_one(LogView)
+        appended: list[int] = []
+        append = view.append
+        view.append = lambda lines: (appended.append(len(lines)), append(lines))[1]  # type: ignore[method-assign]
+        await pilot.pause(FLUSH_S * 2)
+        feed(panel, 0, 1, 1, 0)
+        assert [ln[NO] for ln in view.lines] == [1]  # nothing was shown lately: no wait
+        next_no = {0: 2, 1: 1}
+        for tick in range(1, 31):  # 30 batches in a burst, both ranks
+            rank = tick % 2
+            feed(panel, rank, next_no[rank], 10, tick)
+            next_no[rank] += 10
+        await pilot.pause(FLUSH_S * 3)
+        assert 2 <= len(appended) <= 4, appended  # the burst came in one or two flushes
+        assert len(view.lines) == store.total([0, 1])
+        assert sorted(view.lines) == view.lines  # capture order across the ranks
+        assert len({(ln[RANK], ln[NO]) for ln in view.lines}) == len(view.lines)
+
+
+async def test_a_rebuild_drops_what_was_waiting_without_losing_or_doubling_it() -> None:
+    store = LogStore(1, window=1_000)
+    app = PanelApp(store)
+    async with app.run_test(size=(80, 20)) as pilot:
+        panel = app.query_one(LogPanel)
+        view = app.query_one(LogView)
+        feed(panel, 0, 1, 5, 0)
+        feed(panel, 0, 6, 5, 1)  # within FLUSH_S: waits
+        assert len(view.lines) == 5
+        panel.apply_grep_now("odd")  # rebuilds from the store, which has all ten
+        await pilot.pause(FLUSH_S * 2)
+        assert [ln[NO] for ln in view.lines] == [1, 3, 5, 7, 9] and panel.matches == 5
+
+
+async def test_grep_holds_the_newest_window_of_matches_and_counts_them_all() -> None:
+    store = LogStore(2, window=40)
+    app = PanelApp(store)
+    async with app.run_test(size=(80, 20)) as pilot:
+        panel = app.query_one(LogPanel)
+        view = app.query_one(LogView)
+        panel.apply_grep_now("even")
+        for tick in range(20):
+            for rank in (0, 1):
+                feed(panel, rank, 1 + tick * 10, 10, tick)
+            await pilot.pause(FLUSH_S * 1.5)
+        await pilot.pause(FLUSH_S * 2)
+        assert panel.matches == 200  # every match of both ranks was counted
+        assert len(view.lines) <= 40  # but only a window's worth is held
+        assert view.lines[-1][NO] == 200 and all(ln[NO] % 2 == 0 for ln in view.lines)
+        panel.clear_grep()
+        assert len(view.lines) == 80  # all ranks, no grep: both windows
