@@ -180,6 +180,7 @@ class Orchestrator:
                             "since launch (restart the ranks to apply it)")
             if st.running:
                 info.state = "booting"
+                info.started = _monotonic_at(st.started_at)
             else:
                 info.exit_code = st.exit_code
                 info.state = "failed" if st.exit_code not in (0, None) else "stopped"
@@ -192,7 +193,7 @@ class Orchestrator:
             self.run = self.store.create(self.recipe.slug)
             self.run.write_plan(self.plan)
         self._restore_counts()
-        self._replay_checks()
+        await self._replay_checks()
         self._boot_started = time.monotonic()
         for info in self.ranks:
             self.emit(RankChanged(info.rank, info.state, info.detail, info.exit_code))
@@ -208,18 +209,16 @@ class Orchestrator:
                 if 0 <= rank < len(self.ranks):
                     self.ranks[rank].restarts += 1
 
-    def _replay_checks(self) -> None:
-        """Evaluate checks over what the run's files already hold (since the last restart)."""
-        assert self.run is not None
+    async def _replay_checks(self) -> None:
+        """Evaluate checks over what the run's files already hold (since the last restart);
+        the files are read in a thread (hours of logs must not hold up the event loop)."""
+        run = self.run
+        assert run is not None
         for info in self.ranks:
-            batch: list[tuple[int, str]] = []
-            for no, _ts, text in self.run.log(info.rank).read():
-                if text.startswith(MARKER) and "restarted" in text:
-                    self.checks.reset(info.rank)
-                    batch = []
-                    continue
-                batch.append((no, text))
-                info.last_lines.append(text)
+            restarted, batch = await asyncio.to_thread(run.log(info.rank).since_restart)
+            if restarted:
+                self.checks.reset(info.rank)
+            info.last_lines.extend(text for _, text in batch[-LAST_LINES:])
             self.checks.feed(info.rank, batch)
             self._apply_check_state(info)
 
@@ -596,6 +595,15 @@ class Orchestrator:
             "container_id": i.container_id, "exit_code": i.exit_code, "restarts": i.restarts,
             "checks": self.checks.rank_summary(i.rank), "health": i.health, "detail": i.detail,
         } for i in self.ranks]
+
+
+def _monotonic_at(ts: str | None) -> float | None:
+    """``time.monotonic()`` as it read at wall-clock ``ts`` (a container's start, for its uptime
+    after a reattach); never in the future, whatever the node's clock says."""
+    epoch = ts_epoch(ts)
+    if epoch is None:
+        return None
+    return time.monotonic() - max(0.0, time.time() - epoch)
 
 
 def _sentence(exc: BaseException) -> str:

@@ -105,6 +105,18 @@ class RankLog:
                 ts, _, text = raw.rstrip("\n").partition("\t")
                 yield no, ts, text
 
+    def since_restart(self) -> tuple[bool, list[tuple[int, str]]]:
+        """``(restarted, [(line_no, text), ...])``: the lines after the last restart marker (all
+        of them if there is none); what the rank's boot checks are about."""
+        restarted = False
+        batch: list[tuple[int, str]] = []
+        for no, _ts, text in self.read():
+            if text.startswith(MARKER) and "restarted" in text:
+                restarted, batch = True, []
+                continue
+            batch.append((no, text))
+        return restarted, batch
+
     @property
     def lines(self) -> int:
         self._ensure_count()

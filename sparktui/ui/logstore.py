@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Final, NamedTuple
 
-from sparktui.core.runstore import MARKER, Run
+from sparktui.core.runstore import Run
 from sparktui.ui.grep import LineFilter
 
 LogLine = tuple[str, int, int, str]
@@ -115,13 +115,7 @@ def read_lines(run: Run, rank: int, start: int = 1, stop: int | None = None) -> 
 
 def lines_since_restart(run: Run, rank: int) -> list[tuple[int, str]]:
     """A rank's ``(line_no, text)`` since its last restart: what its boot checks are about."""
-    batch: list[tuple[int, str]] = []
-    for no, _ts, text in run.log(rank).read():
-        if text.startswith(MARKER) and "restarted" in text:
-            batch = []
-            continue
-        batch.append((no, text))
-    return batch
+    return run.log(rank).since_restart()[1]
 
 
 class ScanResult(NamedTuple):

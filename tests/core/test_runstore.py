@@ -86,3 +86,13 @@ def test_cursors_saved_before_line_counts_resume_as_they_are(tmp_path: Path) -> 
     run.log(0).append(lines(1, 3))
     (run.dir / "cursors.json").write_text(json.dumps({"0": {"container_id": "c0", "cursor": "9"}}))
     assert run.resume(0, "c0") == "9" and run.log(0).lines == 3
+
+
+def test_since_restart_is_what_the_boot_checks_read(tmp_path: Path) -> None:
+    run = RunStore(tmp_path).create("demo")
+    log = run.log(0)
+    log.append(lines(1, 2))
+    assert log.since_restart() == (False, [(1, "line 1"), (2, "line 2")])
+    log.append([("2026-01-01T00:01:00Z", f"{runstore.MARKER}rank 0 restarted by the operator")])
+    log.append(lines(3, 1))
+    assert log.since_restart() == (True, [(4, "line 3")])

@@ -37,6 +37,10 @@ async def test_quit_keeps_ranks_and_the_next_start_reattaches(live_app: Callable
         assert any("The server is fired up" in ln[TEXT] for ln in main.store.lines(0))
         await wait_for(pilot, lambda: [main.ranks_table.states.get(r) for r in range(4)] == ["ready"] * 4,
                        20, "every rank ready again")
+        # uptime counts from the containers' start, not from the reattach
+        await wait_for(pilot, lambda: all(main.ranks_table.values[r]["up"] != "-" for r in range(4)), 5,
+                       "the uptimes")
+        assert all(str(main.ranks_table.values[r]["up"]).endswith("s") for r in range(4))
         # and it follows them live again
         count = len(main.store.lines(0))
         await wait_for(pilot, lambda: len(main.store.lines(0)) > count, 10, "new lines of rank 0")
