@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from textual.app import App, ComposeResult
+from textual.pilot import Pilot
 
 from sparktui.ui.logstore import NO, RANK, LogStore
 from sparktui.ui.widgets.log_panel import FLUSH_S, LogPanel
@@ -18,6 +22,13 @@ class PanelApp(App[None]):
         yield LogPanel(self.store)
 
 
+@asynccontextmanager
+async def opened(world: int, window: int) -> AsyncIterator[tuple[Pilot[None], LogPanel, LogView]]:
+    app = PanelApp(LogStore(world, window=window))
+    async with app.run_test(size=(80, 20)) as pilot:
+        yield pilot, app.query_one(LogPanel), app.query_one(LogView)
+
+
 def feed(panel: LogPanel, rank: int, start: int, count: int, tick: int) -> None:
     """As the screen does with a LogLines message: into the store, then to the panel."""
     raw = [(no, f"2026-01-01T00:00:{tick % 60:02d}.{no:06d}Z", f"{'even' if no % 2 == 0 else 'odd'} {no}")
@@ -26,11 +37,7 @@ def feed(panel: LogPanel, rank: int, start: int, count: int, tick: int) -> None:
 
 
 async def test_a_quiet_line_shows_at_once_and_a_flood_in_few_batches() -> None:
-    store = LogStore(2, window=1_000)
-    app = PanelApp(store)
-    async with app.run_test(size=(80, 20)) as pilot:
-        panel = app.query_one(LogPanel)
-        view = app.query_one(LogView)
+    async with opened(2, 1_000) as (pilot, panel, view):
         appended: list[int] = []
         append = view.append
         view.append = lambda lines: (appended.append(len(lines)), append(lines))[1]  # type: ignore[method-assign]
@@ -44,17 +51,13 @@ async def test_a_quiet_line_shows_at_once_and_a_flood_in_few_batches() -> None:
             next_no[rank] += 10
         await pilot.pause(FLUSH_S * 3)
         assert 2 <= len(appended) <= 4, appended  # the burst came in one or two flushes
-        assert len(view.lines) == store.total([0, 1])
+        assert len(view.lines) == panel.store.total([0, 1])
         assert sorted(view.lines) == view.lines  # capture order across the ranks
         assert len({(ln[RANK], ln[NO]) for ln in view.lines}) == len(view.lines)
 
 
 async def test_a_rebuild_drops_what_was_waiting_without_losing_or_doubling_it() -> None:
-    store = LogStore(1, window=1_000)
-    app = PanelApp(store)
-    async with app.run_test(size=(80, 20)) as pilot:
-        panel = app.query_one(LogPanel)
-        view = app.query_one(LogView)
+    async with opened(1, 1_000) as (pilot, panel, view):
         feed(panel, 0, 1, 5, 0)
         feed(panel, 0, 6, 5, 1)  # within FLUSH_S: waits
         assert len(view.lines) == 5
@@ -64,11 +67,7 @@ async def test_a_rebuild_drops_what_was_waiting_without_losing_or_doubling_it() 
 
 
 async def test_grep_holds_the_newest_window_of_matches_and_counts_them_all() -> None:
-    store = LogStore(2, window=40)
-    app = PanelApp(store)
-    async with app.run_test(size=(80, 20)) as pilot:
-        panel = app.query_one(LogPanel)
-        view = app.query_one(LogView)
+    async with opened(2, 40) as (pilot, panel, view):
         panel.apply_grep_now("even")
         for tick in range(20):
             for rank in (0, 1):
