@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import re
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime, timedelta, timezone
 
 from rich.console import Console
@@ -67,11 +68,8 @@ def print_event(event: Event) -> None:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     async def go() -> int:
-        orch = _make(args)
-        try:
+        async with _opened(args) as orch:
             findings = await doctor(orch.plan, orch.nodes, orch.transports, orch.runtimes)
-        finally:
-            await orch.close()
         if args.json:
             print(json.dumps([f.to_json() for f in findings], indent=2))
         else:
@@ -135,15 +133,12 @@ def cmd_stage(args: argparse.Namespace) -> int:
                     fields["file"] = f"[red]{event.error}[/red]"
                 progress.update(tasks[key], **fields)  # type: ignore[arg-type]
 
-        orch = _make(args, on_event)
-        try:
+        async with _opened(args, on_event) as orch:
             if not orch.plan.staging:
                 err.print(f"{orch.recipe.slug} has no [[staging]] jobs")
                 return 0
             with progress:
                 results = await orch.stage(verify_only=args.verify_only, sample=sample)
-        finally:
-            await orch.close()
         if args.json:
             print(json.dumps([r.__dict__ for r in results], indent=2, default=str))
         else:
@@ -164,8 +159,7 @@ def cmd_stage(args: argparse.Namespace) -> int:
 
 def cmd_up(args: argparse.Namespace) -> int:
     async def go() -> int:
-        orch = _make(args, print_event)
-        try:
+        async with _opened(args, print_event) as orch:
             unreachable = await orch.connect()
             if unreachable:
                 for reason in unreachable.values():
@@ -185,20 +179,25 @@ def cmd_up(args: argparse.Namespace) -> int:
                 return 0
             _print_failures(orch)
             return 1
-        finally:
-            await orch.close()
     return _run(go())
 
 
-async def _attached(args: argparse.Namespace, catch_up: bool = True) -> Orchestrator:
-    orch = _make(args)
-    unreachable = await orch.connect()
-    for reason in unreachable.values():
-        err.print(f"[yellow]warning[/yellow]: {reason}")
-    await orch.attach(follow=False)
-    if catch_up:
-        await orch.catch_up()
-    return orch
+@contextlib.asynccontextmanager
+async def _opened(args: argparse.Namespace, on_event: Callable[[Event], None] | None = None, *,
+                  attach: bool = False) -> AsyncIterator[Orchestrator]:
+    """The recipe's Orchestrator, closed (connections and all) however the command ends. With
+    ``attach``: connected, its containers found and what they wrote meanwhile caught up."""
+    orch = _make(args, on_event)
+    try:
+        if attach:
+            unreachable = await orch.connect()
+            for reason in unreachable.values():
+                err.print(f"[yellow]warning[/yellow]: {reason}")
+            await orch.attach(follow=False)
+            await orch.catch_up()
+        yield orch
+    finally:
+        await orch.close()
 
 
 def _derive_states(orch: Orchestrator) -> None:
@@ -211,8 +210,7 @@ def _derive_states(orch: Orchestrator) -> None:
 
 def cmd_status(args: argparse.Namespace) -> int:
     async def go() -> int:
-        orch = await _attached(args)
-        try:
+        async with _opened(args, attach=True) as orch:
             await orch.probe_all()
             _derive_states(orch)
             rows = orch.status()
@@ -255,18 +253,13 @@ def cmd_status(args: argparse.Namespace) -> int:
                 warn = "".join(f" [yellow]⚠ {w}[/yellow]" for w in t.warnings)
                 out.print(f"{t.node}: {mem} · load {s.load1:.2f} · {gpus} · {disks}{warn}")
             return 0
-        finally:
-            await orch.close()
     return _run(go())
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
     async def go() -> int:
-        orch = _make(args)
-        try:
+        async with _opened(args) as orch:
             result = await orch.smoke(max_tokens=args.max_tokens)
-        finally:
-            await orch.close()
         if args.json:
             print(json.dumps(result.__dict__, indent=2))
         else:
@@ -307,12 +300,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
         return pattern is None or bool(pattern.search(text))
 
     async def go() -> int:
-        orch = await _attached(args)
-        run: Run | None = orch.run or orch.store.latest(orch.recipe.slug)
-        if run is None:
-            await orch.close()
-            raise SparkError(f"no run of {orch.recipe.slug} yet: start one with sparktui up")
-        try:
+        async with _opened(args, attach=True) as orch:
+            run: Run | None = orch.run or orch.store.latest(orch.recipe.slug)
+            if run is None:
+                raise SparkError(f"no run of {orch.recipe.slug} yet: start one with sparktui up")
             for info in orch.ranks:
                 if args.rank is not None and info.rank != args.rank:
                     continue
@@ -333,8 +324,6 @@ def cmd_logs(args: argparse.Namespace) -> int:
             orch.start_following()
             while True:
                 await asyncio.sleep(3600)
-        finally:
-            await orch.close()
     try:
         return _run(go())
     except KeyboardInterrupt:
@@ -343,9 +332,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def cmd_restart(args: argparse.Namespace) -> int:
     async def go() -> int:
-        orch = await _attached(args, catch_up=True)
-        orch.subscribe(print_event)
-        try:
+        async with _opened(args, attach=True) as orch:
+            orch.subscribe(print_event)  # after attaching: what it finds is not news
             if not 0 <= args.rank < len(orch.ranks):
                 raise SparkError(f"rank {args.rank} does not exist (0-{len(orch.ranks) - 1})")
             if orch.ranks[args.rank].container_id is None:
@@ -359,20 +347,15 @@ def cmd_restart(args: argparse.Namespace) -> int:
                     _print_failures(orch)
                     return 1
             return 0
-        finally:
-            await orch.close()
     return _run(go())
 
 
 def cmd_down(args: argparse.Namespace) -> int:
     async def go() -> int:
-        orch = await _attached(args, catch_up=True)
-        orch.subscribe(print_event)
-        try:
+        async with _opened(args, attach=True) as orch:
+            orch.subscribe(print_event)  # after attaching: what it finds is not news
             await orch.down()
             return 0
-        finally:
-            await orch.close()
     return _run(go())
 
 
