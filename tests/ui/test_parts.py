@@ -125,3 +125,16 @@ def test_timestamps_sort_as_text_whatever_their_fraction() -> None:
     local = "2026-01-01T12:00:05.123456000Z"
     assert norm_ts(local) is local  # already nine digits: the same string, no copy per line
     assert norm_ts("2026-01-01T12:00:05.123456Z") == local
+
+
+def test_the_console_settles_the_garbage_collector_in_its_own_process() -> None:
+    """In a child process: freezing here would keep every later test's app alive for good."""
+    import subprocess
+    import sys
+
+    code = ("import gc; from sparktui.ui.gcpolicy import settle, YOUNG_THRESHOLD; before = gc.get_threshold(); "
+            "settle(); after = gc.get_threshold(); "
+            "assert after == (YOUNG_THRESHOLD, before[1], before[2]), after; "
+            "assert gc.get_freeze_count() > 1000, gc.get_freeze_count(); print('ok')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
