@@ -7,7 +7,7 @@
     restart = "R"
     grep = "slash,ctrl+f"
     [logs]
-    window = 10000                # lines per rank kept in memory (the run's files keep all)
+    window = 10000                # lines per rank kept in memory, and grep matches (the run's files keep all)
     [telemetry]
     interval = "2s"               # one sample per node this often
     low_memory = "8G"             # warn when the head's MemAvailable falls below this
