@@ -34,6 +34,17 @@ async def test_up_grep_add_check_restart_down(live_app: Callable[[], SparkApp]) 
         assert shown == {0, 1, 2, 3}
         assert any("The server is fired up" in line[TEXT] for line in main.store.lines(0))
 
+        # g: side by side, a pane per rank, each live; g again: the merged view
+        await pilot.press("g")
+        await wait_for(pilot, lambda: main.logs.grid and len(main.logs.panes.views) == 4, 5, "4 panes")
+        panes = main.logs.panes.views
+        assert [{ln[RANK] for ln in pane.lines} for pane in panes] == [{0}, {1}, {2}, {3}]
+        counts = [len(pane.lines) for pane in panes]
+        await wait_for(pilot, lambda: all(len(p.lines) > c for p, c in zip(panes, counts, strict=True)),
+                       10, "new lines in every pane")
+        await pilot.press("g")
+        assert not main.logs.grid and {line[RANK] for line in main.logs.view.lines} == {0, 1, 2, 3}
+
         # boot checks: every check passed on every rank
         await wait_for(pilot, lambda: all(orch.checks.rank_summary(r)["pending"] == 0 for r in range(4)),
                        10, "checks settled")

@@ -6,7 +6,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from textual.app import App, ComposeResult
+from textual.containers import Grid
 from textual.pilot import Pilot
+from textual.widgets import TabbedContent
 
 from sparktui.ui.logstore import NO, RANK, LogStore
 from sparktui.ui.widgets.log_panel import FLUSH_S, LogPanel
@@ -79,3 +81,46 @@ async def test_grep_holds_the_newest_window_of_matches_and_counts_them_all() -> 
         assert view.lines[-1][NO] == 200 and all(ln[NO] % 2 == 0 for ln in view.lines)
         panel.clear_grep()
         assert len(view.lines) == 80  # all ranks, no grep: both windows
+
+
+async def test_side_by_side_a_pane_per_rank_in_a_grid() -> None:
+    async with opened(4, 1_000) as (pilot, panel, view):
+        for rank in range(4):
+            feed(panel, rank, 1, 6, rank)
+        await panel.toggle_grid(["n0", "n1", "n2", "n3"])
+        await pilot.pause()
+        grid = panel.panes.query_one(Grid)
+        assert (grid.styles.grid_size_columns, grid.styles.grid_size_rows) == (2, 2)
+        assert not view.display and panel.grid
+        panes = panel.panes.views
+        assert [{ln[RANK] for ln in pane.lines} for pane in panes] == [{0}, {1}, {2}, {3}]
+        assert all(len(pane.lines) == 6 and not pane.prefix for pane in panes)
+        await pilot.pause(FLUSH_S * 2)
+        feed(panel, 2, 7, 3, 9)  # live lines go to their rank's pane
+        await pilot.pause(FLUSH_S * 2)
+        assert [len(pane.lines) for pane in panes] == [6, 6, 9, 6]
+        panel.apply_grep_now("even")  # every pane filtered, the count over all of them
+        await pilot.pause()
+        assert panel.matches == 3 + 3 + 4 + 3
+        assert all(ln[NO] % 2 == 0 for pane in panes for ln in pane.lines)
+        panel.toggle_wrap()
+        assert all(pane.wrap for pane in panes)
+        panel.show_ranks(1)  # one rank's log: back to the one view
+        await pilot.pause()
+        assert not panel.grid and view.display and {ln[RANK] for ln in view.lines} == {1}
+
+
+async def test_side_by_side_beyond_eight_ranks_is_tabs() -> None:
+    async with opened(10, 1_000) as (pilot, panel, _view):
+        for rank in range(10):
+            feed(panel, rank, 1, 2, rank)
+        await panel.toggle_grid([f"n{r}" for r in range(10)])
+        await pilot.pause()
+        tabs = panel.panes.query_one(TabbedContent)
+        assert tabs.tab_count == 10
+        panel.panes.show(9)
+        await pilot.pause()
+        assert tabs.active == "rank-tab-9"
+        assert [{ln[RANK] for ln in pane.lines} for pane in panel.panes.views] == [{r} for r in range(10)]
+        await panel.toggle_grid([])  # g again: the merged view
+        assert not panel.grid and len(panel.view.lines) == 20

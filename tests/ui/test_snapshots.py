@@ -97,6 +97,12 @@ def test_restart_confirmation(snap_compare: Callable[..., bool], offline_app: Ca
 
 
 @pytest.mark.parametrize("theme", THEMES)
+def test_logs_side_by_side(snap_compare: Callable[..., bool], offline_app: Callable[..., SparkApp],
+                           theme: str) -> None:
+    assert snap_compare(offline_app(theme), terminal_size=SIZE, run_before=_running, press=["g"])
+
+
+@pytest.mark.parametrize("theme", THEMES)
 def test_grep_active(snap_compare: Callable[..., bool], offline_app: Callable[..., SparkApp],
                      theme: str) -> None:
     async def grep(pilot: Pilot[None]) -> None:

@@ -639,7 +639,7 @@ class MainScreen(Screen[None]):
             self.notify("Grep first: press / and type a regex", severity="information", timeout=3,
                         markup=False)
             return
-        if not self.logs.step_match(forward):
+        if not self.logs.step_match(forward, self.ranks_table.selected_rank):
             self.notify("No more matches " + ("below" if forward else "above"), timeout=2, markup=False)
         self.logs.update_bar()
 
@@ -659,9 +659,11 @@ class MainScreen(Screen[None]):
             logs.clear_grep()
         elif logs.excerpt is not None:
             logs.toggle_follow()  # leaves the excerpt for the live log
-        elif not logs.view.follow:
-            logs.view.set_follow(True)
-            logs.update_bar()
+        elif not all(view.follow for view in logs.views()):
+            logs.follow_all()
+
+    async def action_toggle_grid(self) -> None:
+        await self.logs.toggle_grid(self.ranks_table.nodes)
 
     def action_toggle_follow(self) -> None:
         self.logs.toggle_follow()
@@ -681,7 +683,7 @@ class MainScreen(Screen[None]):
             panel.focus()
         else:
             panel.display = False
-            self.logs.view.focus()
+            self.logs.focus_view()
 
     def action_add_check(self) -> None:
         session = self._need_session()

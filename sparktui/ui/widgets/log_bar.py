@@ -24,6 +24,7 @@ class LogBarState:
     scanning: bool = False
     lines: int = 0
     note: str | None = None  # e.g. showing an excerpt of a file
+    grid: bool = False  # a pane per rank
 
 
 class LogBar(Static):
@@ -74,6 +75,8 @@ class LogBar(Static):
         else:
             out.append(f"{s.lines:,} lines", variables.get("text-muted", ""))
         flags = ["follow" if s.follow else "paused"]
+        if s.grid:
+            flags.append("side by side")
         if s.wrap:
             flags.append("wrap")
         if s.timestamps:

@@ -2,7 +2,9 @@
 
 Which ranks are shown, the live grep (over every captured line of the shown ranks: the
 in-memory window when it still holds everything, else the run's files, scanned in a thread),
-follow / wrap / timestamps, next/previous match and jumps to a given line.
+follow / wrap / timestamps, next/previous match and jumps to a given line. ``g`` lays the
+ranks out side by side instead (``RankPanes``: a pane per rank); grep, follow, wrap and
+timestamps then act on every pane.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from sparktui.ui.logstore import NO, RANK, TEXT, LogLine, LogStore, merge, read_
 from sparktui.ui.widgets.grep_input import GrepInput
 from sparktui.ui.widgets.log_bar import LogBar, LogBarState
 from sparktui.ui.widgets.log_view import LogView
+from sparktui.ui.widgets.rank_panes import RankPanes
 
 GREP_DEBOUNCE_S = 0.12
 # New lines reach the view at most this often: a quiet log at once, a flood in one batch per
@@ -37,6 +40,9 @@ class LogPanel(Vertical):
         height: 1fr;
         & GrepInput { display: none; }
         &.-grep GrepInput { display: block; }
+        & RankPanes { display: none; }
+        &.-grid RankPanes { display: block; }
+        &.-grid #log-view { display: none; }
     }
     """
 
@@ -45,6 +51,7 @@ class LogPanel(Vertical):
         self.store = store
         self.run: Run | None = None
         self.shown: int | None = None
+        self.grid = False  # a pane per rank instead of one view
         self.line_filter: LineFilter = NO_FILTER
         self.pending_filter: LineFilter = NO_FILTER
         self.matches: int | None = None
@@ -61,10 +68,26 @@ class LogPanel(Vertical):
         yield LogBar(id="log-bar")
         yield GrepInput(id="grep")
         yield LogView(id="log-view")
+        yield RankPanes(id="rank-panes")
 
     @property
     def view(self) -> LogView:
-        return self.query_one(LogView)
+        """The one view (all ranks merged, or one rank)."""
+        return self.query_one("#log-view", LogView)
+
+    @property
+    def panes(self) -> RankPanes:
+        return self.query_one(RankPanes)
+
+    def views(self) -> list[LogView]:
+        """What is on screen: the one view, or every rank's pane."""
+        return self.panes.views if self.grid else [self.view]
+
+    def focus_view(self, rank: int | None = None) -> None:
+        """Focus the one view, or side by side ``rank``'s pane (else the first)."""
+        views = self.views()
+        pane = self.panes.view(rank) if self.grid and rank is not None else None
+        (pane or (views[0] if views else self.view)).focus()
 
     @property
     def grep_input(self) -> GrepInput:
@@ -84,41 +107,78 @@ class LogPanel(Vertical):
         self.run = run
         if self.shown is not None and self.shown >= self.store.world:
             self.shown = None
+        if self.grid and len(self.panes.nodes) != self.store.world:
+            self._set_grid(False)  # another recipe: its ranks get panes when g asks again
         self.rebuild()
 
     def show_ranks(self, rank: int | None) -> None:
+        """All ranks merged (None) or one rank, in the one view."""
         self.shown = rank
+        self._set_grid(False)
         self.rebuild()
+
+    async def toggle_grid(self, nodes: list[str]) -> None:
+        """A pane per rank (``nodes[rank]`` names its node), or back to the one view."""
+        if not self.grid:
+            if not nodes:
+                return
+            await self.panes.setup(nodes)
+            self.shown = None
+        self._set_grid(not self.grid)
+        self.rebuild()
+        self.focus_view()
+
+    def _set_grid(self, grid: bool) -> None:
+        self.grid = grid
+        self.set_class(grid, "-grid")
+
+    def _cap(self, f: LineFilter, ranks: list[int]) -> int:
+        """Lines a view may hold: the shown ranks' windows (the same line objects as the store:
+        no memory of its own), or under grep the newest `window` matches (lines that left the
+        windows are held by the view alone, so they are bounded like one more window)."""
+        per_view = 1 if self.grid or f.active else len(ranks)
+        return max(1, self.store.window * per_view)
+
+    def _show(self, lines: list[LogLine], f: LineFilter, keep: LogLine | None = None) -> None:
+        """Fill the view(s) with ``lines`` (capture order) and highlight what ``f`` matches."""
+        if not self.grid:
+            self.view.set_filter(f)
+            self.view.set_lines(lines, keep=keep)
+            return
+        by_rank: dict[int, list[LogLine]] = {}
+        for line in lines:
+            by_rank.setdefault(line[RANK], []).append(line)
+        for rank, view in enumerate(self.panes.views):
+            view.set_filter(f)
+            view.set_lines(by_rank.get(rank, []))
 
     def rebuild(self, keep: LogLine | None = None) -> None:
         """Lay the shown lines out again from the store (and the files, when grep needs them)."""
         self.excerpt = None
         self._generation += 1
         self._drop_pending()
-        view = self.view
-        view.set_options(prefix=self.shown is None)
+        views = self.views()
+        if not self.grid:
+            self.view.set_options(prefix=self.shown is None)
         ranks = self.ranks()
         if not ranks:
-            view.clear()
+            for view in views:
+                view.clear()
             self.matches = None
             self.update_bar()
             return
         f = self.line_filter
-        # What the view may hold: the shown ranks' windows (the same line objects as the store:
-        # no memory of its own), or under grep the newest `window` matches (lines that left the
-        # windows are held by the view alone, so they are bounded like one more window).
-        view.max_lines = max(1, self.store.window * (1 if f.active else len(ranks)))
+        for view in views:
+            view.max_lines = self._cap(f, ranks)
         if not f.active:
             self.matches = None
             self.scanning = False
-            view.set_filter(f)
-            view.set_lines(self.store.view(ranks), keep=keep)
+            self._show(self.store.view(ranks), f, keep)
         elif self.run is None or all(self.store.complete(r) for r in ranks):
             lines = [line for line in self.store.view(ranks) if f.matches(line[TEXT])]
             self.matches = len(lines)
             self.scanning = False
-            view.set_filter(f)
-            view.set_lines(lines, keep=keep)
+            self._show(lines, f, keep)
         else:
             self.scanning = True
             self._scan(self.run, ranks, f, self._generation)
@@ -126,7 +186,8 @@ class LogPanel(Vertical):
 
     @work(exclusive=True, group="grep")
     async def _scan(self, run: Run, ranks: list[int], f: LineFilter, generation: int) -> None:
-        result = await asyncio.to_thread(scan_run, run, ranks, f, self.view.max_lines)
+        cap = self._cap(f, ranks) * (len(ranks) if self.grid else 1)
+        result = await asyncio.to_thread(scan_run, run, ranks, f, cap)
         if generation != self._generation:
             return
         newer = [line for r in ranks for line in self.store.lines(r)
@@ -134,8 +195,7 @@ class LogPanel(Vertical):
         lines = merge([result.lines, sorted(newer)])
         self.scanning = False
         self.matches = result.total + len(newer)
-        self.view.set_filter(f)
-        self.view.set_lines(lines)
+        self._show(lines, f)
         self.update_bar()
 
     def lines_added(self, lines: list[LogLine]) -> None:
@@ -163,7 +223,13 @@ class LogPanel(Vertical):
         if f.active:
             lines = [line for line in lines if f.matches(line[TEXT])]
             self.matches = (self.matches or 0) + len(lines)
-        self.view.append(lines)
+        if self.grid:
+            for rank in sorted({line[RANK] for line in lines}):
+                pane = self.panes.view(rank)
+                if pane is not None:
+                    pane.append([line for line in lines if line[RANK] == rank])
+        else:
+            self.view.append(lines)
         self.update_bar()
 
     def _drop_pending(self) -> None:
@@ -178,17 +244,21 @@ class LogPanel(Vertical):
         self.update_bar()
 
     def update_bar(self) -> None:
-        view = self.view
+        views = self.views() or [self.view]
+        view = views[0]
         excerpt = self.excerpt
         if self.line_filter.active and self.store.total(self.ranks()):
-            view.set_placeholder("scanning…" if self.scanning else "no line matches")
+            placeholder = "scanning…" if self.scanning else "no line matches"
         else:
-            view.set_placeholder(self.idle_text)
+            placeholder = self.idle_text
+        for each in views:
+            each.set_placeholder(placeholder)
         self.query_one(LogBar).show(LogBarState(
-            world=self.store.world, shown=self.shown, follow=view.follow, wrap=view.wrap,
-            timestamps=view.timestamps, grep=self.pending_filter.text,
+            world=self.store.world, shown=self.shown, follow=all(v.follow for v in views),
+            wrap=view.wrap, timestamps=view.timestamps, grep=self.pending_filter.text,
             grep_error=self.pending_filter.error, matches=self.matches,
-            scanning=self.scanning, lines=len(view.lines), note=excerpt))
+            scanning=self.scanning, lines=sum(len(v.lines) for v in views), note=excerpt,
+            grid=self.grid))
 
     @on(LogView.FollowChanged)
     def _follow_changed(self, event: LogView.FollowChanged) -> None:
@@ -206,7 +276,7 @@ class LogPanel(Vertical):
         self.grep_input.value = ""
         self.remove_class("-grep")
         self._apply_filter(NO_FILTER)
-        self.view.focus()
+        self.focus_view()
 
     @on(Input.Changed, "#grep")
     def _grep_changed(self, event: Input.Changed) -> None:
@@ -233,7 +303,7 @@ class LogPanel(Vertical):
         self._apply_pending()
         if not self.line_filter.text:
             self.remove_class("-grep")
-        self.view.focus()
+        self.focus_view()
 
     @on(GrepInput.Cleared)
     def _grep_cleared(self, event: GrepInput.Cleared) -> None:
@@ -247,8 +317,14 @@ class LogPanel(Vertical):
             self.grep_input.value = text
         self._apply_filter(LineFilter.parse(text))
 
-    def step_match(self, forward: bool) -> bool:
-        return self.view.step(forward)
+    def step_match(self, forward: bool, rank: int | None = None) -> bool:
+        """The next (previous) match in the one view, or side by side in the focused pane (else
+        ``rank``'s)."""
+        view = self.view
+        if self.grid:
+            focused = next((v for v in self.panes.views if v.has_focus), None)
+            view = focused or (self.panes.view(rank) if rank is not None else None) or view
+        return view.step(forward)
 
     # -- switches -------------------------------------------------------------------------------
     def toggle_follow(self) -> None:
@@ -256,15 +332,26 @@ class LogPanel(Vertical):
             self.view.follow = True
             self.rebuild()
             return
-        self.view.set_follow(not self.view.follow)
+        follow = not all(v.follow for v in self.views())
+        for view in self.views():
+            view.set_follow(follow)
+        self.update_bar()
+
+    def follow_all(self) -> None:
+        for view in self.views():
+            view.set_follow(True)
         self.update_bar()
 
     def toggle_wrap(self) -> None:
-        self.view.set_options(wrap=not self.view.wrap)
+        wrap = not self.views()[0].wrap if self.views() else True
+        for view in {self.view, *self.panes.views}:
+            view.set_options(wrap=wrap)
         self.update_bar()
 
     def toggle_timestamps(self) -> None:
-        self.view.set_options(timestamps=not self.view.timestamps)
+        timestamps = not self.views()[0].timestamps if self.views() else True
+        for view in {self.view, *self.panes.views}:
+            view.set_options(timestamps=timestamps)
         self.update_bar()
 
     # -- jumps ----------------------------------------------------------------------------------
@@ -281,6 +368,7 @@ class LogPanel(Vertical):
             self.line_filter = self.pending_filter = NO_FILTER
         if self.shown is not None and self.shown != rank:
             self.shown = rank
+        self._set_grid(False)  # the one view, where the line sits among every rank's
         self.view.follow = False
         self.rebuild()
         try:
@@ -304,6 +392,7 @@ class LogPanel(Vertical):
             return
         self._generation += 1
         self._drop_pending()
+        self._set_grid(False)
         view = self.view
         view.follow = False
         view.set_options(prefix=True)
