@@ -350,7 +350,7 @@ class Orchestrator:
         assert self.run is not None
         run = self.run
         rt = self.runtimes[info.node.name]
-        cursor = run.resume(info.rank, container_id)
+        cursor = await asyncio.to_thread(run.resume, info.rank, container_id)
         delay = 0.5
         while not self._closed:
             try:
@@ -557,7 +557,7 @@ class Orchestrator:
             saved = self.run.cursors().get(info.rank, {})
             if saved and saved.get("container_id") != info.container_id:
                 return  # a container this run never followed; do not mix its lines in
-            cursor = self.run.resume(info.rank, info.container_id)
+            cursor = await asyncio.to_thread(self.run.resume, info.rank, info.container_id)
             try:
                 async for chunk in self.runtimes[info.node.name].logs(
                         info.container_id, cursor, follow=False):

@@ -82,18 +82,28 @@ class RankLog:
             f.write("".join(buf))
         return numbered
 
-    def truncate(self, lines: int) -> int:
-        """Keep the first ``lines`` lines; returns how many were cut off."""
+    def truncate(self, lines: int, size: int | None = None) -> int:
+        """Keep the first ``lines`` lines (``size`` bytes, when known: no reading); returns how
+        many were cut off."""
         self._ensure_count()
         if self.count <= lines:
             return 0
         with self.path.open("rb+") as f:
-            for _ in range(lines):
-                if not f.readline():
-                    break
-            f.truncate(f.tell())
+            if size is None:
+                for _ in range(lines):
+                    if not f.readline():
+                        break
+                size = f.tell()
+            f.truncate(size)
         cut, self.count = self.count - lines, lines
         return cut
+
+    @property
+    def size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
 
     def read(self, start: int = 1) -> Iterator[tuple[int, str, str]]:
         if not self.path.exists():
@@ -123,7 +133,7 @@ class RankLog:
         return self.count
 
 
-Cursor = dict[str, Any]  # {"container_id": str, "cursor": str | None, "lines": int}
+Cursor = dict[str, Any]  # {"container_id": str, "cursor": str | None, "lines": int, "bytes": int}
 CURSOR_SAVE_S = 0.5  # at most this often while following (see the module docstring)
 
 
@@ -195,7 +205,9 @@ class Run:
         """Record that rank's file holds everything up to ``cursor``; written to disk at once
         with ``save``, else within ``CURSOR_SAVE_S`` (or at ``save_cursors``)."""
         cursors = self.cursors()
-        cursors[rank] = {"container_id": container_id, "cursor": cursor, "lines": self.log(rank).lines}
+        log = self.log(rank)
+        cursors[rank] = {"container_id": container_id, "cursor": cursor, "lines": log.lines,
+                         "bytes": log.size}
         self._cursors, self._cursors_dirty = cursors, True
         if save or self._lock is None or time.monotonic() - self._cursors_saved >= CURSOR_SAVE_S:
             self.save_cursors()
@@ -213,13 +225,14 @@ class Run:
     def resume(self, rank: int, container_id: str) -> str | None:
         """Where to read ``container_id``'s log from: its saved cursor, after cutting the rank's
         file back to the lines that cursor accounts for (a follower killed between reading and
-        saving left more); ``None`` (from the start) for a container not seen before."""
+        saving left more); ``None`` (from the start) for a container not seen before. Reads the
+        file when its line count is not known yet: call it in a thread."""
         saved = self.cursors().get(rank, {})
         if saved.get("container_id") != container_id:
             return None
-        lines = saved.get("lines")
+        lines, size = saved.get("lines"), saved.get("bytes")
         if isinstance(lines, int):
-            cut = self.log(rank).truncate(lines)
+            cut = self.log(rank).truncate(lines, size if isinstance(size, int) else None)
             if cut:
                 self.event("log-rewound", rank=rank, lines=cut)
         cursor = saved.get("cursor")

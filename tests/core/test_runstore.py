@@ -16,8 +16,9 @@ def lines(start: int, count: int) -> list[tuple[str, str]]:
 
 
 def saved(run_dir: Path) -> dict[str, dict[str, object]]:
+    """cursors.json without the byte sizes (checked on their own where they matter)."""
     data: dict[str, dict[str, object]] = json.loads((run_dir / "cursors.json").read_text())
-    return data
+    return {rank: {k: v for k, v in entry.items() if k != "bytes"} for rank, entry in data.items()}
 
 
 def test_truncate_keeps_the_first_lines(tmp_path: Path) -> None:
@@ -44,7 +45,8 @@ def test_the_follower_saves_cursors_at_most_every_half_second(tmp_path: Path,
     now[0] += 0.1
     run.set_cursor(0, "c0", "500")  # too soon: kept in memory
     assert saved(run.dir)["0"]["cursor"] == "300"
-    assert run.cursors()[0] == {"container_id": "c0", "cursor": "500", "lines": 5}
+    assert run.cursors()[0] == {"container_id": "c0", "cursor": "500", "lines": 5,
+                                "bytes": run.log(0).path.stat().st_size}
     now[0] += 0.5
     run.log(1).append(lines(1, 1))
     run.set_cursor(1, "c1", "100")
@@ -79,6 +81,14 @@ def test_resume_cuts_the_file_back_to_the_saved_cursor(tmp_path: Path) -> None:
     assert next(e for e in again.events() if e["kind"] == "log-rewound")["lines"] == 3
     assert again.resume(0, "another container") is None  # not seen before: from its start
     assert again.log(0).lines == 4
+
+
+def test_a_cursor_without_a_byte_size_cuts_back_by_lines(tmp_path: Path) -> None:
+    run = RunStore(tmp_path).create("demo")
+    run.log(0).append(lines(1, 6))
+    (run.dir / "cursors.json").write_text(json.dumps({"0": {"container_id": "c0", "cursor": "7", "lines": 2}}))
+    assert run.resume(0, "c0") == "7"
+    assert [text for _, _, text in run.log(0).read()] == ["line 1", "line 2"]
 
 
 def test_cursors_saved_before_line_counts_resume_as_they_are(tmp_path: Path) -> None:
