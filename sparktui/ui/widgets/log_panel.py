@@ -34,6 +34,14 @@ FLUSH_S = 0.1
 EXCERPT_CONTEXT = 300  # lines read from the file on each side of a line that left the window
 
 
+def _by_rank(lines: list[LogLine]) -> dict[int, list[LogLine]]:
+    """Each rank's lines, in the order given."""
+    out: dict[int, list[LogLine]] = {}
+    for line in lines:
+        out.setdefault(line[RANK], []).append(line)
+    return out
+
+
 class LogPanel(Vertical):
     DEFAULT_CSS = """
     LogPanel {
@@ -145,9 +153,7 @@ class LogPanel(Vertical):
             self.view.set_filter(f)
             self.view.set_lines(lines, keep=keep)
             return
-        by_rank: dict[int, list[LogLine]] = {}
-        for line in lines:
-            by_rank.setdefault(line[RANK], []).append(line)
+        by_rank = _by_rank(lines)
         for rank, view in enumerate(self.panes.views):
             view.set_filter(f)
             view.set_lines(by_rank.get(rank, []))
@@ -224,10 +230,10 @@ class LogPanel(Vertical):
             lines = [line for line in lines if f.matches(line[TEXT])]
             self.matches = (self.matches or 0) + len(lines)
         if self.grid:
-            for rank in sorted({line[RANK] for line in lines}):
+            for rank, batch in _by_rank(lines).items():
                 pane = self.panes.view(rank)
                 if pane is not None:
-                    pane.append([line for line in lines if line[RANK] == rank])
+                    pane.append(batch)
         else:
             self.view.append(lines)
         self.update_bar()
