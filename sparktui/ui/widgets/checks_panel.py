@@ -17,6 +17,7 @@ from textual.widgets import DataTable
 from sparktui.core.checks import BootChecks, Check, CheckStatus
 from sparktui.ui.colors import theme_colors
 from sparktui.ui.formatting import state_style
+from sparktui.ui.widgets.compact_table import CompactTable
 
 KIND_LABEL = {"ready": "ready", "must_show": "show", "must_not_show": "never"}
 MARK = {"passed": "✓", "failed": "✗", "pending": "…"}
@@ -24,7 +25,7 @@ MARK_STATE = {"passed": "ready", "failed": "failed", "pending": "pending"}
 PATTERN_WIDTH = 48
 
 
-class ChecksPanel(DataTable[Text | str]):
+class ChecksPanel(CompactTable):
     DEFAULT_CSS = """
     ChecksPanel {
         height: auto;

@@ -349,15 +349,17 @@ class LogPanel(Vertical):
         self.update_bar()
 
     def toggle_wrap(self) -> None:
-        wrap = not self.views()[0].wrap if self.views() else True
-        for view in {self.view, *self.panes.views}:
-            view.set_options(wrap=wrap)
-        self.update_bar()
+        self._toggle("wrap")
 
     def toggle_timestamps(self) -> None:
-        timestamps = not self.views()[0].timestamps if self.views() else True
+        self._toggle("timestamps")
+
+    def _toggle(self, option: str) -> None:
+        """Flip a view option on the one view and every pane alike (switching layout keeps it)."""
+        shown = self.views()
+        value = not getattr(shown[0], option) if shown else True
         for view in {self.view, *self.panes.views}:
-            view.set_options(timestamps=timestamps)
+            view.set_options(**{option: value})
         self.update_bar()
 
     # -- jumps ----------------------------------------------------------------------------------

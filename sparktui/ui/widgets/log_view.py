@@ -377,7 +377,7 @@ class LogView(ScrollView, can_focus=True):
                 pos = end
         if pos < len(body):
             segments.append(Segment(body[pos:], style))
-        strip = Strip(segments, cells + (len(body) if body.isascii() else cell_len(body)))
+        strip = Strip(segments, cells + self._lens[index])
         self._cache[index] = strip
         return strip
 

@@ -11,12 +11,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from rich.text import Text
-from textual.cache import LRUCache
 from textual.message import Message
 from textual.widgets import DataTable
 
 from sparktui.ui.colors import theme_colors
 from sparktui.ui.formatting import checks_text, state_style, uptime
+from sparktui.ui.widgets.compact_table import CompactTable
 
 Cell = Text | str
 
@@ -37,15 +37,8 @@ COLUMNS = (
 )
 COMPACT_EXTRA = (Column("restarts", "rs", 2),)  # the restart count still shows, briefly
 
-# DataTable keys its render caches by a counter that every cell update bumps, so the uptime
-# column (once a second) leaves every cached render stale. Sized for big tables (up to 10,000
-# cells), the stale entries piled up for minutes: memory grew and every full garbage collection
-# had more to walk. A rank table has a few dozen cells: a few updates' worth is plenty.
-RENDER_CACHES = {"_cell_render_cache": 512, "_row_render_cache": 128,
-                 "_row_renderable_cache": 128, "_line_cache": 128}
 
-
-class RankTable(DataTable[Cell]):
+class RankTable(CompactTable):
     DEFAULT_CSS = """
     RankTable {
         height: auto;
@@ -61,10 +54,6 @@ class RankTable(DataTable[Cell]):
 
     def __init__(self, clock: Callable[[], float], *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
-        for name, size in RENDER_CACHES.items():
-            cache = getattr(self, name, None)
-            if isinstance(cache, LRUCache):
-                cache.maxsize = size
         self.clock = clock
         self.compact = False
         self.nodes: list[str] = []
