@@ -1,4 +1,4 @@
-"""Launch latency on the real 4-node test cluster (scripts/testbed.py; needs root).
+"""Launch latency on the real 4-node test cluster (sparktui_testbed; needs root).
 
 For several runs of `sparktui up RECIPE --cluster testbed --wait` with a demo image that is
 ready at once, prints the time from invocation until every container runs (the last
@@ -19,14 +19,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT))  # sparktui_testbed sits at the repository root, outside the wheel
 
-from _testbed import testbed_module  # noqa: E402
+import sparktui_testbed  # noqa: E402
 
 
 def testbed_cluster() -> str:
-    mod = testbed_module()
-    return str(mod.up(4).cluster_file)
+    return str(sparktui_testbed.up(4).cluster_file)
 
 
 def instant_recipe(folder: Path) -> Path:

@@ -1,6 +1,6 @@
 """CPU cost of node telemetry in the sparktui process: 8 nodes sampled every 2 s over SSH.
 
-The real 4-node test cluster (scripts/testbed.py; root) serves 8 sampled nodes: each test node
+The real 4-node test cluster (sparktui_testbed; root) serves 8 sampled nodes: each test node
 appears twice in the cluster file, so there are 8 SSH connections and 8 commands every 2 s.
 Prints the sparktui process's CPU time over the window as a percentage of one core
 (target: under 2 %). `--local` samples 8 local nodes instead (a subprocess each time; child
@@ -22,10 +22,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
-from _testbed import testbed_module  # noqa: E402
-
+import sparktui_testbed  # noqa: E402
 from sparktui.backend.events import Event, NodeTelemetry  # noqa: E402
 from sparktui.backend.orchestrator import Orchestrator  # noqa: E402
 from sparktui.core.cluster import load_cluster_text, local_cluster  # noqa: E402
@@ -34,8 +32,7 @@ from sparktui.core.recipe import load_recipe  # noqa: E402
 
 
 def testbed_cluster_text() -> str:
-    mod = testbed_module()
-    tb = mod.up(4)
+    tb = sparktui_testbed.up(4)
     head = Path(tb.cluster_file).read_text().split("[[nodes]]")[0]
     nodes = "".join(f'[[nodes]]\nname = "n{i}"\nhost = "{n.ip}"\n'
                     for i, n in enumerate([*tb.nodes, *tb.nodes]))

@@ -1,37 +1,20 @@
 """The real test cluster as a session fixture: 4 nodes, each a network namespace with its own
-sshd, dockerd and /home (scripts/testbed.py). Skips with a reason where the machine cannot run
-it, except under CI=true, where that is a failure."""
+sshd, dockerd and /home (the sparktui_testbed package at the repository root). Skips with a
+reason where the machine cannot run it, except under CI=true, where that is a failure.
+`tbm` is that package, for the tests that stop, start or rekey a node's sshd."""
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
-import sys
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-IMAGE = "sparktui-demo:latest"
+import sparktui_testbed as tbm
 
-
-def _load_testbed_module() -> ModuleType:
-    name = "sparktui_testbed_script"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / "testbed.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-tbm = _load_testbed_module()
+IMAGE = tbm.IMAGE
 
 
 def _unavailable(reason: str) -> None:

@@ -1,4 +1,4 @@
-"""The local test cluster (scripts/testbed.py) works, checked with real parts only.
+"""The local test cluster (sparktui_testbed) works, checked with real parts only.
 
 Real OpenSSH servers reached with asyncssh (host keys verified against the testbed's
 known_hosts), real Docker engines reached with the docker SDK through an SSH tunnel to each
@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from tests.realparts.conftest import IMAGE, tbm
+import sparktui_testbed as tbm
+from tests.realparts.conftest import IMAGE
 
 pytestmark = pytest.mark.realparts
 

@@ -1,3 +1,0 @@
-#!/bin/sh
-# Local sparktui test cluster: scripts/testbed.sh up|down|status|stop-sshd|start-sshd|rekey ...
-exec python3 "$(dirname "$0")/testbed.py" "$@"

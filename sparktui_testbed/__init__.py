@@ -1,0 +1,71 @@
+"""A real local test cluster for sparktui: N "nodes" on this one machine.
+
+sparktui drives real clusters over SSH and Docker; its tests and benchmarks run against real
+OpenSSH and Docker daemons rather than mocks, and this package provides them. It lives next to
+`sparktui/` in the repository and is not part of the installed wheel.
+
+Every node ``node{i}`` is
+
+* a network namespace ``sptb-node{i}`` whose ``eth0`` (a veth) sits on the bridge
+  ``sptb-br0`` (10.250.0.1/24) in the root namespace, with address 10.250.0.{11+i}/24;
+* a persistent private mount namespace (``<state>/ns/node{i}``) in which ``/home`` is
+  ``<state>/node{i}/home`` and ``/run`` (so ``/var/run``) is ``<state>/node{i}/run``;
+* its own OpenSSH ``sshd`` on 10.250.0.{11+i}:22 (own ed25519 host key, root login by key);
+* its own ``dockerd`` (``/var/run/docker.sock`` inside the node, which is
+  ``<state>/node{i}/run/docker.sock`` from the root namespace) holding the image
+  ``sparktui-demo:latest`` (busybox + Debian's CPython), same image id on every node.
+
+Both daemons run inside the node's network and mount namespaces (``nsenter``). The state dir
+(default ``/run/sparktui-testbed`` or ``$SPARKTUI_TESTBED``) holds the client key,
+``known_hosts``, ``cluster.toml`` (sparktui's cluster file format) and ``testbed.json``.
+
+Usage (as root, from the repository root)::
+
+    python3 -m sparktui_testbed up [--nodes N] [--state DIR]
+    python3 -m sparktui_testbed status [--state DIR] [--json]
+    python3 -m sparktui_testbed down [--state DIR] [--purge]
+    python3 -m sparktui_testbed stop-sshd NODE | start-sshd NODE
+    python3 -m sparktui_testbed rekey NODE [--restore] [--update-known-hosts]
+
+Importable: ``up(n, state_dir)``, ``down(state_dir)``, ``status(state_dir)``,
+``load(state_dir)``, ``stop_sshd(state_dir, node)``, ``start_sshd(state_dir, node)``,
+``rekey(state_dir, node, restore=False)``, ``check_host()``.
+
+Modules: config (names, paths, timeouts), runner (commands, errors, logging), layout (records,
+state dir, lock, cluster file), procs, mounts, netns, docker_api, image, daemons, verify,
+host (check_host), cluster (the lifecycle API), cli.
+
+Standard library only; Python 3.10+.
+"""
+
+from __future__ import annotations
+
+from .cli import main
+from .cluster import down, load, rekey, start_sshd, status, stop_sshd, up
+from .config import DEFAULT_STATE_DIR, IMAGE, IMAGE_RECIPE_VERSION, STATE_ENV
+from .host import check_host
+from .image import build_image
+from .layout import Node, Paths, Testbed, resolve_state_dir
+from .runner import TestbedError
+
+__all__ = [
+    "DEFAULT_STATE_DIR",
+    "IMAGE",
+    "IMAGE_RECIPE_VERSION",
+    "STATE_ENV",
+    "Node",
+    "Paths",
+    "Testbed",
+    "TestbedError",
+    "build_image",
+    "check_host",
+    "down",
+    "load",
+    "main",
+    "rekey",
+    "resolve_state_dir",
+    "start_sshd",
+    "status",
+    "stop_sshd",
+    "up",
+]

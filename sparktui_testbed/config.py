@@ -1,0 +1,51 @@
+"""Every fixed name, address, path and timeout of the test cluster, in one place.
+
+The state dir, bridge, namespace names and image recipe are shared by the test suite, the
+benchmarks and people running the CLI; a running testbed is found again by these names, so
+they must not drift between modules (or between versions: a testbed brought up by an older
+checkout is still recognised and torn down).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+DEFAULT_STATE_DIR = "/run/sparktui-testbed"
+STATE_ENV = "SPARKTUI_TESTBED"
+STORAGE_DRIVER_ENV = "SPARKTUI_TESTBED_STORAGE_DRIVER"
+
+BRIDGE = "sptb-br0"
+SUBNET_PREFIX = "10.250.0."
+BRIDGE_IP = SUBNET_PREFIX + "1"
+PREFIX_LEN = 24
+FIRST_HOST = 11
+MAX_NODES = 64
+NETNS_RE = re.compile(r"^sptb-node(\d+)$")
+VETH_RE = re.compile(r"^sptb-v(\d+)$")
+
+IMAGE = "sparktui-demo:latest"
+IMAGE_RECIPE_VERSION = "1"  # bump to force an image rebuild
+IMAGE_CREATED = "2024-01-01T00:00:00Z"
+IMAGE_MTIME = 1704067200  # every file in the image gets this mtime (reproducible layer)
+IMAGE_ENV = [
+    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "PYTHONPATH=/opt/sparktui",
+    "PYTHONUNBUFFERED=1",
+    "LANG=C.UTF-8",
+]
+# <repo>/sparktui/demo: this package sits next to sparktui/ at the repository root
+DEMO_SRC = Path(__file__).resolve().parent.parent / "sparktui" / "demo"
+
+DAEMON_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SSHD = "/usr/sbin/sshd"
+VERIFY_PORT = 29999
+
+# timeouts (seconds); every wait is capped
+T_CMD = 30.0
+T_SSHD = 15.0
+T_DOCKERD = 60.0
+T_STOP = 15.0
+T_LOAD = 180.0
+T_RUN = 60.0
+T_LOCK = 300.0

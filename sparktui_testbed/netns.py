@@ -1,0 +1,126 @@
+"""The nodes' network: one bridge in the root namespace, one netns + veth per node.
+
+Nodes talk to each other and to the host over sptb-br0 (10.250.0.0/24) like hosts on a LAN.
+Where Docker already runs on the machine, br_netfilter sends bridged frames through the
+iptables FORWARD chain (policy DROP), so a tagged ACCEPT rule is added for our bridge and
+removed on teardown. leftovers() finds what a crashed run left behind, by name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from .config import BRIDGE, BRIDGE_IP, DAEMON_PATH, NETNS_RE, PREFIX_LEN, SUBNET_PREFIX, VETH_RE
+from .layout import Node
+from .runner import TestbedError, daemon_env, run, step
+
+
+def setup_bridge() -> None:
+    with step(None, f"create bridge {BRIDGE}"):
+        if not Path(f"/sys/class/net/{BRIDGE}").exists():
+            cp = run(
+                ["ip", "-4", "route", "show", f"{SUBNET_PREFIX}0/{PREFIX_LEN}"], what="ip route", check=False
+            )
+            if cp.stdout.strip():
+                raise TestbedError(
+                    f"{SUBNET_PREFIX}0/{PREFIX_LEN} is already routed here: {cp.stdout.decode().strip()}"
+                )
+            run(["ip", "link", "add", BRIDGE, "type", "bridge"], what="ip link add")
+        write_sysctl(f"net/ipv6/conf/{BRIDGE}/disable_ipv6", "1")
+        cp = run(["ip", "-4", "addr", "show", "dev", BRIDGE], what="ip addr")
+        if f"{BRIDGE_IP}/{PREFIX_LEN}" not in cp.stdout.decode():
+            run(["ip", "addr", "add", f"{BRIDGE_IP}/{PREFIX_LEN}", "dev", BRIDGE], what="ip addr add")
+        run(["ip", "link", "set", BRIDGE, "up"], what="ip link set up")
+        _allow_bridged_forwarding()
+
+
+_FORWARD_RULE = [
+    "FORWARD",
+    "-i",
+    BRIDGE,
+    "-o",
+    BRIDGE,
+    "-j",
+    "ACCEPT",
+    "-m",
+    "comment",
+    "--comment",
+    "sparktui-testbed",
+]
+
+
+def _allow_bridged_forwarding() -> None:
+    """With br_netfilter loaded, node-to-node frames cross iptables' FORWARD chain, whose
+    policy is DROP on machines running Docker: accept our bridge's own traffic there."""
+    try:
+        on = Path("/proc/sys/net/bridge/bridge-nf-call-iptables").read_text().strip() == "1"
+    except OSError:
+        on = False
+    ipt = shutil.which("iptables", path=DAEMON_PATH)
+    if not on or not ipt:
+        return
+    if run([ipt, "-w", "5", "-C", *_FORWARD_RULE], what="iptables", check=False).returncode:
+        run([ipt, "-w", "5", "-I", *_FORWARD_RULE], what="iptables -I FORWARD", check=False)
+
+
+def remove_forward_rule() -> None:
+    ipt = shutil.which("iptables", path=DAEMON_PATH)
+    for _ in range(10):
+        if not ipt or run([ipt, "-w", "5", "-D", *_FORWARD_RULE], what="iptables", check=False).returncode:
+            break
+
+
+def write_sysctl(key: str, value: str) -> None:
+    with contextlib.suppress(OSError):
+        Path("/proc/sys", key).write_text(value)
+
+
+def setup_netns(node: Node) -> None:
+    veth = f"sptb-v{node.index}"
+    with step(node.name, "network namespace"):
+        run(["ip", "netns", "add", node.netns], what="ip netns add")
+        run(
+            ["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", node.netns],
+            what="ip link add veth",
+        )
+        write_sysctl(f"net/ipv6/conf/{veth}/disable_ipv6", "1")
+        batch = (
+            "\n".join(
+                [
+                    "link set lo up",
+                    f"addr add {node.ip}/{PREFIX_LEN} dev eth0",
+                    "link set eth0 up",
+                ]
+            )
+            + "\n"
+        )
+        run(["ip", "-n", node.netns, "-batch", "-"], what="ip -n batch", input=batch.encode())
+        run(["ip", "link", "set", veth, "master", BRIDGE, "up"], what="ip link set master")
+        # as on a real host (also silences docker's "IPv4 forwarding is disabled" warning)
+        run(
+            [
+                "nsenter",
+                f"--net={node.netns_path}",
+                "sh",
+                "-c",
+                "echo 1 > /proc/sys/net/ipv4/ip_forward; echo 1 > /proc/sys/net/ipv6/conf/eth0/disable_ipv6",
+            ],
+            what="netns sysctls",
+        )
+
+
+def leftovers() -> list[str]:
+    found = []
+    cp = subprocess.run(["ip", "netns", "list"], capture_output=True, timeout=10, env=daemon_env())
+    for line in cp.stdout.decode().splitlines():
+        name = line.split()[0] if line.split() else ""
+        if NETNS_RE.match(name):
+            found.append(f"netns {name}")
+    for dev in sorted(os.listdir("/sys/class/net")):
+        if dev == BRIDGE or VETH_RE.match(dev):
+            found.append(f"link {dev}")
+    return found
