@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 from safetensors.numpy import save_file  # noqa: E402
 
-from sparktui.core import sparse_rows  # noqa: E402
+from sparktui.agents import sparse_rows  # noqa: E402
 
 AGENT = Path(sparse_rows.__file__)
 SNAP = "hub/models--deepseek-ai--DeepSeek-V4.1-Flash/snapshots/dba1be0a40aa45a94ad051997016db3960a90277"

@@ -316,7 +316,7 @@ async def measure(recipes: Path, args: argparse.Namespace, gcw: GcWatch) -> Resu
         await until(main.ready.is_set, 30, "the recipe to open")
         session = main.session
         if session is None or session.slug != SLUG:
-            raise RuntimeError(f"{SLUG} did not open (events: {[e.text for e in main.events]})")
+            raise RuntimeError(f"{SLUG} did not open (events: {[e.text for e in main.state.notices]})")
         table, logs = main.ranks_table, main.logs
         t_up = time.perf_counter()
         await pilot.press("u")

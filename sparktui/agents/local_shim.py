@@ -1,6 +1,6 @@
 """Supervisor of one local rank: what containerd-shim is to a container, for a plain process.
 
-Run as ``python -m sparktui.backend.local_shim [--foreground] <state>/<id>/meta.json``. Standard
+Run as ``python -m sparktui.agents.local_shim [--foreground] <state>/<id>/meta.json``. Standard
 library only, so it never depends on anything but the interpreter that started it.
 
 Why a separate process: the rank must outlive sparktui (as a container outlives the docker
@@ -302,10 +302,16 @@ def _report_ready(fd: int | None) -> None:
         os.close(fd)
 
 
+USAGE = "usage: python -m sparktui.agents.local_shim [--foreground] <meta.json>\n"
+
+
 def main(argv: list[str]) -> int:
+    if "-h" in argv or "--help" in argv:
+        sys.stdout.write(USAGE)
+        return 0
     args = [a for a in argv if a != "--foreground"]
     if len(args) != 1:
-        sys.stderr.write("usage: python -m sparktui.backend.local_shim [--foreground] <meta.json>\n")
+        sys.stderr.write(USAGE)
         return 2
     meta_path = Path(args[0]).resolve()
     ready_fd: int | None = None

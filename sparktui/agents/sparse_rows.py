@@ -4,7 +4,7 @@ This one file is both the library sparktui plans with and the agent it copies to
 (over SFTP) and runs there with the node's ``python3``: standard library only, no other
 sparktui import. Run as a script it takes one JSON job and prints one JSON object per line.
 
-Format (DESIGN.md, "Staging"): for each hosted rank r of world W and each layer with selected
+Format (docs/design.md, "Staging"): for each hosted rank r of world W and each layer with selected
 tensors, ``dst/<id>-l<layer>-r<r>of<W>.bin`` holds rows ``r*rows//W .. (r+1)*rows//W`` of every
 selected tensor of that layer, interleaved row by row (the ``*.weight`` tensor first, then the
 others by name). A per-rank ledger ``dst/.sparktui-ledger-r<r>of<W>.json`` records where every
@@ -613,8 +613,18 @@ def _fmt(n: float) -> str:
     return str(n)
 
 
+USAGE = """usage: python3 sparse_rows.py '<job json>'
+
+The sparktui staging agent: packs per-rank row slices of a checkpoint's tensors as the job says
+and prints one JSON object per line. Exit 0 done, 1 error, 143 stopped by SIGTERM.
+"""
+
+
 def main(argv: list[str]) -> int:
     """``python3 sparse_rows.py '<job json>'``; exit 0 done, 1 error, 143 stopped by SIGTERM."""
+    if argv[1:2] in (["-h"], ["--help"]):
+        sys.stdout.write(USAGE)
+        return 0
     lock = threading.Lock()
 
     def emit(event: dict[str, Any]) -> None:

@@ -172,9 +172,6 @@ class DockerRuntime:
                 c.containers.get(container_id).remove(force=True)
         await self._call(rm)
 
-    async def kill_main(self, container_id: str, signal: str = "KILL") -> None:
-        await self._call(lambda c: c.containers.get(container_id).kill(signal=signal))
-
     async def logs(self, container_id: str, cursor: str | None,
                    follow: bool = True) -> AsyncIterator[LogChunk]:
         """Stream from the cursor on. Docker's ``since`` has whole-second resolution here, so

@@ -1,16 +1,19 @@
-"""What the backend tells its listeners (the TUI, the CLI). Small and batched: log lines travel
-in lists, never one event per line."""
+"""What the backend tells its listeners (the TUI, the CLI).
+
+One model: an event carries the data its listener needs (a snapshot, never a live object), so a
+handler renders from the event it got and never reaches into the Orchestrator. Small and
+batched: log lines travel in lists, never one event per line.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sparktui.core.checks import CheckUpdate
+from sparktui.core.checks import BootChecks, CheckUpdate
+from sparktui.core.ranks import RankSnapshot
+from sparktui.core.runstore import Run
 from sparktui.core.telemetry import NodeSample
-
-RankStateName = Literal["pending", "staging", "creating", "booting", "ready", "failed", "stopped",
-                        "restarting"]
 
 
 @dataclass(frozen=True)
@@ -19,30 +22,35 @@ class Event:
 
 
 @dataclass(frozen=True)
+class RunStarted(Event):
+    """The run that is followed from now on: a new launch (``fresh``) or one found on attach.
+    Lines and checks of an earlier run no longer belong on screen. ``run`` is the handle on
+    the run's files (the console reads history from them)."""
+
+    run: Run
+    fresh: bool
+
+
+@dataclass(frozen=True)
 class RankChanged(Event):
-    rank: int
-    state: RankStateName
-    detail: str = ""
-    exit_code: int | None = None
-    last_lines: list[str] = field(default_factory=list)
+    """Anything about a rank changed: state, health, container, restarts."""
+
+    rank: RankSnapshot
 
 
 @dataclass(frozen=True)
 class LogBatch(Event):
+    run_id: str
     rank: int
     lines: list[tuple[int, str, str]]  # (line number in the run's log, timestamp, text)
 
 
 @dataclass(frozen=True)
 class ChecksChanged(Event):
+    """What changed, and every check as it stands after the change."""
+
     updates: list[CheckUpdate]
-
-
-@dataclass(frozen=True)
-class HealthChanged(Event):
-    rank: int
-    code: int | None
-    detail: str = ""
+    checks: BootChecks
 
 
 @dataclass(frozen=True)
@@ -84,5 +92,5 @@ class NodeTelemetry(Event):
     sample: NodeSample | None = None
     cpu_pct: float | None = None
     detail: str = ""
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # (code, sentence)
     age_s: float = 0.0

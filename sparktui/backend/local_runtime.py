@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from sparktui.backend.local_shim import (
+from sparktui.agents.local_shim import (
     EXIT,
     META,
     OUTPUT,
@@ -205,7 +205,7 @@ class LocalRuntime:
         env = with_pythonpath(dict(os.environ), project_root())
         with open(folder / SHIM_LOG, "ab") as log:
             launcher = subprocess.Popen(
-                [sys.executable, "-m", "sparktui.backend.local_shim", str(meta_path)],
+                [sys.executable, "-m", "sparktui.agents.local_shim", str(meta_path)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                 start_new_session=True, close_fds=True,
             )

@@ -1,6 +1,6 @@
 """Runs the staging agent on every node at once and turns its JSON lines into progress events.
 
-The agent is one standard-library file (``sparktui/core/sparse_rows.py``): copied to the node
+The agent is one standard-library file (``sparktui/agents/sparse_rows.py``): copied to the node
 over SFTP and run with the node's ``python3``, or run in place on the local cluster.
 """
 
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparktui.agents import sparse_rows
 from sparktui.backend.events import StagingProgress
 from sparktui.backend.transport import NodeError, Transport
-from sparktui.core import sparse_rows
 from sparktui.core.plan import Plan, StagingPlan
 
 AGENT = Path(sparse_rows.__file__)

@@ -11,11 +11,16 @@ from sparktui.backend.events import NodeTelemetry
 from sparktui.backend.transport import NodeError, Transport
 from sparktui.core.cluster import Node
 from sparktui.core.plan import Plan
-from sparktui.core.telemetry import END, NodeSample, parse_sample, sample_argv, sample_loop_argv
+from sparktui.core.telemetry import (
+    DEFAULT_INTERVAL,
+    END,
+    LOW_MEMORY,
+    NodeSample,
+    parse_sample,
+    sample_argv,
+    sample_loop_argv,
+)
 from sparktui.core.units import format_bytes
-
-DEFAULT_INTERVAL = 2.0
-LOW_MEMORY = 8 * 2**30  # the head's MemAvailable below this stalls the whole TP group
 
 
 @dataclass
@@ -45,16 +50,18 @@ class Sampler:
         self.latest: dict[str, NodeTelemetry] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
-    def warnings(self, node: Node, sample: NodeSample) -> list[str]:
+    def warnings(self, node: Node, sample: NodeSample) -> list[tuple[str, str]]:
+        """``(code, sentence)``: the code stays the same while the numbers in the sentence move,
+        so a listener reports a warning once until it clears."""
         out = []
         if node.index == 0 and sample.mem_available < self.low_memory:
-            out.append(f"head memory low: {format_bytes(sample.mem_available)} available "
-                       f"(warn below {format_bytes(self.low_memory)})")
+            out.append(("low-memory", f"head memory low: {format_bytes(sample.mem_available)} available "
+                       f"(warn below {format_bytes(self.low_memory)})"))
         for job in (s for s in self.plan.staging if s.node == node.name):
             disk = sample.disk(job.dst)
             if disk is not None and disk.free < job.min_free_bytes:
-                out.append(f"{job.dst}: {format_bytes(disk.free)} free, below min_free "
-                           f"{format_bytes(job.min_free_bytes)}")
+                out.append((f"low-disk:{job.dst}", f"{job.dst}: {format_bytes(disk.free)} free, "
+                            f"below min_free {format_bytes(job.min_free_bytes)}"))
         return out
 
     def _publish(self, event: NodeTelemetry) -> None:

@@ -9,15 +9,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 from sparktui import __version__
+from sparktui.catalog import load_catalog
 from sparktui.cli import render
 from sparktui.config import recipes_dirs, resolve_cluster
 from sparktui.core.cluster import Cluster
 from sparktui.core.errors import ConfigError, Problem, SparkError
 from sparktui.core.lints import errors, lint
 from sparktui.core.plan import Plan, build_plan
-from sparktui.core.recipe import Recipe, find_recipe, json_schema, list_recipes, load_recipe
+from sparktui.core.recipe import Recipe, find_recipe, json_schema, load_recipe
 
 out = Console(highlight=False, soft_wrap=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -80,22 +82,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_overview(args: argparse.Namespace) -> int:
     """What sparktui sees here: recipes found and the cluster each would run on."""
     dirs = recipes_dirs(args.recipes)
-    out.print(f"[b]sparktui {__version__}[/b] · recipes from "
-              f"{', '.join(str(d) for d in dirs) or '(none found)'}", soft_wrap=True)
-    for d in dirs:
-        for entry in list_recipes(d):
-            try:
-                recipe = load_recipe(entry.path)
-                cluster = resolve_cluster(args.cluster, recipe.spec.required_nodes)
-                found = lint(recipe, cluster)
-            except ConfigError as exc:
-                out.print(f"  [red]✗[/red] {entry.slug}: {len(exc.problems)} problem(s); "
-                          f"run: sparktui validate {entry.slug}", soft_wrap=True)
-                continue
-            mark = "[red]✗[/red]" if errors(found) else "[green]✓[/green]"
-            out.print(f"  {mark} {entry.slug}: {recipe.title} · {recipe.spec.engine} · "
-                      f"{recipe.spec.required_nodes} nodes on cluster {cluster.name!r}",
-                      soft_wrap=True)
+    out.print(Text.assemble((f"sparktui {__version__}", "b"), " · recipes from ",
+                            ", ".join(str(d) for d in dirs) or "(none found)"), soft_wrap=True)
+    for info in load_catalog(dirs, args.cluster):
+        out.print(render.catalog_line(info), soft_wrap=True)
     out.print("\nTry: sparktui plan RECIPE · sparktui validate RECIPE · sparktui --help")
     return 0
 
@@ -173,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         err.print(render.problems(exc.problems))
         return 1
     except SparkError as exc:
-        err.print(f"[bold red]error:[/bold red] {exc}")
+        err.print(Text.assemble(("error:", "bold red"), f" {exc}"))  # verbatim: no markup in exc
         return 1
     except KeyboardInterrupt:
         return 130

@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import re
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -14,21 +13,20 @@ from datetime import datetime, timedelta, timezone
 
 from rich.console import Console
 from rich.progress import TaskID
-from rich.table import Table
+from rich.text import Text
 
-from sparktui.backend.doctor import doctor
 from sparktui.backend.events import Event, LogBatch, NodeChanged, Notice, RankChanged, StagingProgress
 from sparktui.backend.orchestrator import LaunchOrder, Orchestrator
+from sparktui.cli import render
+from sparktui.cli.render import STATE_STYLE
 from sparktui.config import state_dir
 from sparktui.core.errors import SparkError
+from sparktui.core.linefilter import LineFilter
 from sparktui.core.runstore import Run
 from sparktui.core.units import format_bytes, parse_duration
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-STATE_STYLE = {"ready": "green", "failed": "bold red", "booting": "yellow", "creating": "yellow",
-               "stopped": "dim", "restarting": "magenta", "pending": "dim", "staging": "cyan"}
 
 
 def _make(args: argparse.Namespace, on_event: Callable[[Event], None] | None = None) -> Orchestrator:
@@ -36,7 +34,6 @@ def _make(args: argparse.Namespace, on_event: Callable[[Event], None] | None = N
 
     recipe, cluster, plan, found = load_plan(args)
     if found:
-        from sparktui.cli import render
         err.print(render.problems(found))
     order: LaunchOrder = getattr(args, "launch_order", "workers-first")
     return Orchestrator(recipe, cluster, plan, state_root=state_dir(), on_event=on_event,
@@ -49,39 +46,49 @@ def _run(coro: Awaitable[int]) -> int:
     return asyncio.run(main())
 
 
+class EventPrinter:
+    """Progress on stderr: a rank's state when it changes (not its health or uptime), notices,
+    staging results, lost nodes. Text from outside is printed as text, never markup."""
+
+    def __init__(self) -> None:
+        self.shown: dict[int, tuple[str, str]] = {}
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, RankChanged):
+            said = (event.rank.state, event.rank.detail)
+            if self.shown.get(event.rank.rank) == said:
+                return
+            self.shown[event.rank.rank] = said
+        print_event(event)
+
+
 def print_event(event: Event) -> None:
     if isinstance(event, RankChanged):
-        style = STATE_STYLE.get(event.state, "")
-        detail = f" · {event.detail}" if event.detail else ""
-        err.print(f"rank {event.rank}: [{style}]{event.state}[/{style}]{detail}")
+        snap = event.rank
+        detail = f" · {snap.detail}" if snap.detail else ""
+        err.print(Text.assemble(f"rank {snap.rank}: ", (snap.state, STATE_STYLE.get(snap.state, "")),
+                                detail))
     elif isinstance(event, Notice):
         style = {"error": "red", "warning": "yellow"}.get(event.level, "")
-        err.print(f"[{style}]{event.level}[/{style}]: {event.text}" if style else event.text)
+        err.print(Text.assemble((event.level, style), ": ", event.text) if style else Text(event.text))
     elif isinstance(event, StagingProgress) and event.phase in ("done", "failed"):
         if event.phase == "failed":
-            err.print(f"staging [red]failed[/red]: {event.error}")
+            err.print(Text.assemble("staging ", ("failed", "red"), f": {event.error}"))
         else:
-            err.print(f"staging done on {event.node}: {format_bytes(event.bytes_total)} in place")
+            err.print(Text(f"staging done on {event.node}: {format_bytes(event.bytes_total)} in place"))
     elif isinstance(event, NodeChanged) and event.status != "connected":
-        err.print(f"node {event.node}: {event.status} · {event.detail}")
+        err.print(Text(f"node {event.node}: {event.status} · {event.detail}"))
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     async def go() -> int:
         async with _opened(args) as orch:
-            findings = await doctor(orch.plan, orch.nodes, orch.transports, orch.runtimes)
+            findings = await orch.doctor()
         if args.json:
             print(json.dumps([f.to_json() for f in findings], indent=2))
         else:
-            table = Table(title=f"doctor · {orch.recipe.title} on {orch.cluster.name}",
-                          title_justify="left")
-            for col in ("node", "check", "", "finding"):
-                table.add_column(col, overflow="fold")
-            marks = {"passed": "[green]✓[/green]", "warned": "[yellow]![/yellow]",
-                     "failed": "[red]✗[/red]"}
-            for f in findings:
-                table.add_row(f.node, f.check, marks[f.verdict], f.sentence)
-            out.print(table)
+            out.print(render.doctor_table(f"doctor · {orch.recipe.title} on {orch.cluster.name}",
+                                          findings))
         return 1 if any(f.verdict == "failed" for f in findings) else 0
     return _run(go())
 
@@ -159,7 +166,7 @@ def cmd_stage(args: argparse.Namespace) -> int:
 
 def cmd_up(args: argparse.Namespace) -> int:
     async def go() -> int:
-        async with _opened(args, print_event) as orch:
+        async with _opened(args, EventPrinter()) as orch:
             unreachable = await orch.connect()
             if unreachable:
                 for reason in unreachable.values():
@@ -200,19 +207,10 @@ async def _opened(args: argparse.Namespace, on_event: Callable[[Event], None] | 
         await orch.close()
 
 
-def _derive_states(orch: Orchestrator) -> None:
-    """Without a live follower, state comes from the container, the log and health."""
-    for info in orch.ranks:
-        if info.state == "booting" and info.health == 200 and (
-                info.rank != 0 or orch._ready_line_seen(0)):
-            info.state = "ready"
-
-
 def cmd_status(args: argparse.Namespace) -> int:
     async def go() -> int:
         async with _opened(args, attach=True) as orch:
-            await orch.probe_all()
-            _derive_states(orch)
+            await orch.refresh_health()  # without a live follower: ready from health and the log
             rows = orch.status()
             nodes = await orch.sample_nodes()
             if args.json:
@@ -224,34 +222,10 @@ def cmd_status(args: argparse.Namespace) -> int:
                                "sample": t.sample.to_json() if t.sample else None} for t in nodes],
                 }, indent=2))
                 return 0
-            table = Table(title=f"{orch.recipe.title} · run {orch.run.id if orch.run else '-'}",
-                          title_justify="left")
-            for col in ("rank", "node", "state", "container", "exit", "checks", "health",
-                        "restarts", "detail"):
-                table.add_column(col, overflow="fold")
-            for r in rows:
-                checks = r["checks"]
-                assert isinstance(checks, dict)
-                total = sum(checks.values())
-                style = STATE_STYLE.get(str(r["state"]), "")
-                table.add_row(str(r["rank"]), str(r["node"]), f"[{style}]{r['state']}[/{style}]",
-                              str(r["container_id"] or "-")[:12], str(r["exit_code"] or ""),
-                              f"{checks['passed']}/{total}" + (f" ✗{checks['failed']}"
-                                                               if checks["failed"] else ""),
-                              str(r["health"] or "-"), str(r["restarts"]), str(r["detail"]))
-            out.print(table)
-            for t in nodes:
-                if t.sample is None:
-                    out.print(f"{t.node}: [red]{t.status}[/red] {t.detail}")
-                    continue
-                s = t.sample
-                mem = ("unified " if s.unified else "") + (
-                    f"memory {format_bytes(s.mem_available)} free of {format_bytes(s.mem_total)}")
-                gpus = ", ".join(f"GPU{g.index} {g.util_pct or 0:.0f}% {g.temp_c or 0:.0f}°C "
-                                 f"{g.power_w or 0:.0f} W" for g in s.gpus) or s.gpu_note
-                disks = ", ".join(f"{d.path} {format_bytes(d.free)} free" for d in s.disks)
-                warn = "".join(f" [yellow]⚠ {w}[/yellow]" for w in t.warnings)
-                out.print(f"{t.node}: {mem} · load {s.load1:.2f} · {gpus} · {disks}{warn}")
+            out.print(render.status_table(
+                f"{orch.recipe.title} · run {orch.run.id if orch.run else '-'}", rows))
+            for line in render.node_lines(nodes):
+                out.print(line)
             return 0
     return _run(go())
 
@@ -286,10 +260,7 @@ def _print_line(rank: int, ts: str, text: str, show_ts: bool) -> None:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    try:
-        pattern = re.compile(args.grep) if args.grep else None
-    except re.error as exc:
-        raise SparkError(f"--grep {args.grep!r}: {exc}") from None
+    line_filter = LineFilter.require(args.grep or "")  # the console's grep: smart case, ! inverts
     cutoff = _since_cutoff(args.since)
 
     def wanted(rank: int, ts: str, text: str) -> bool:
@@ -297,7 +268,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
             return False
         if cutoff and ts < cutoff:
             return False
-        return pattern is None or bool(pattern.search(text))
+        return line_filter.matches(text)
 
     async def go() -> int:
         async with _opened(args, attach=True) as orch:
@@ -333,7 +304,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 def cmd_restart(args: argparse.Namespace) -> int:
     async def go() -> int:
         async with _opened(args, attach=True) as orch:
-            orch.subscribe(print_event)  # after attaching: what it finds is not news
+            orch.subscribe(EventPrinter())  # after attaching: what it finds is not news
             if not 0 <= args.rank < len(orch.ranks):
                 raise SparkError(f"rank {args.rank} does not exist (0-{len(orch.ranks) - 1})")
             if orch.ranks[args.rank].container_id is None:
@@ -353,7 +324,7 @@ def cmd_restart(args: argparse.Namespace) -> int:
 def cmd_down(args: argparse.Namespace) -> int:
     async def go() -> int:
         async with _opened(args, attach=True) as orch:
-            orch.subscribe(print_event)  # after attaching: what it finds is not news
+            orch.subscribe(EventPrinter())  # after attaching: what it finds is not news
             await orch.down()
             return 0
     return _run(go())
@@ -389,7 +360,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     common(p)
     p.add_argument("--rank", type=int)
     p.add_argument("--follow", "-f", action="store_true")
-    p.add_argument("--grep", metavar="REGEX")
+    p.add_argument("--grep", metavar="REGEX",
+                   help="only lines matching REGEX; case-insensitive unless it has a capital; "
+                        "!REGEX: only lines NOT matching")
     p.add_argument("--since", metavar="DURATION", help="only lines newer than this (10m, 90s)")
     p.add_argument("--timestamps", "-t", action="store_true")
     p.set_defaults(func=cmd_logs)

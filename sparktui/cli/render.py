@@ -1,8 +1,13 @@
-"""Rich renderings of problems and plans for the terminal."""
+"""Rich renderings for the terminal: problems, plans, the catalog, status and doctor tables.
+
+What comes from outside (node names, details, findings, recipe titles, log text) goes into
+``Text`` as plain text, never into a markup string: a detail holding ``[/red]`` prints as is.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Group, RenderableType
 from rich.panel import Panel
@@ -10,10 +15,19 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from sparktui.catalog import RecipeInfo
 from sparktui.core.errors import Problem
 from sparktui.core.plan import Plan, RankPlan
 from sparktui.core.secrets import mask_env
 from sparktui.core.units import format_bytes, format_duration
+
+if TYPE_CHECKING:  # the backend is imported only when a command needs it (see sparktui.cli)
+    from sparktui.backend.doctor import Finding
+    from sparktui.backend.events import NodeTelemetry
+
+STATE_STYLE = {"ready": "green", "failed": "bold red", "booting": "yellow", "creating": "yellow",
+               "stopped": "dim", "restarting": "magenta", "pending": "dim", "staging": "cyan"}
+VERDICT_MARK = {"passed": ("✓", "green"), "warned": ("!", "yellow"), "failed": ("✗", "red")}
 
 
 def problem_text(p: Problem) -> Text:
@@ -126,3 +140,74 @@ def plan_view(plan: Plan, show_secrets: bool = False, only_rank: int | None = No
         bt.add_row("[red]must not show[/red]", "all", line)
     parts.append(bt)
     return Group(*parts)
+
+
+def catalog_line(info: RecipeInfo) -> Text:
+    """One recipe of ``sparktui overview``: usable or not, and on which cluster."""
+    text = Text("  ")
+    if info.recipe is None or info.cluster is None:
+        text.append("✗", style="red")
+        text.append(f" {info.slug}: {len(info.problems)} problem(s); run: sparktui validate {info.slug}")
+        return text
+    if info.errors:
+        text.append("✗", style="red")
+    else:
+        text.append("✓", style="green")
+    spec = info.recipe.spec
+    text.append(f" {info.slug}: {info.recipe.title} · {spec.engine} · {spec.required_nodes} nodes "
+                f"on cluster {info.cluster.name!r}")
+    return text
+
+
+def status_table(title: str, rows: Sequence[dict[str, object]]) -> Table:
+    """``sparktui status``: one row per rank, as ``Orchestrator.status()`` lists them."""
+    table = Table(title=Text(title), title_justify="left")
+    for col in ("rank", "node", "state", "container", "exit", "checks", "health", "restarts",
+                "detail"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        checks = r["checks"]
+        assert isinstance(checks, dict)
+        total = sum(checks.values())
+        failed = f" ✗{checks['failed']}" if checks["failed"] else ""
+        state = str(r["state"])
+        table.add_row(Text(str(r["rank"])), Text(str(r["node"])),
+                      Text(state, style=STATE_STYLE.get(state, "")),
+                      Text(str(r["container_id"] or "-")[:12]), Text(str(r["exit_code"] or "")),
+                      Text(f"{checks['passed']}/{total}{failed}"), Text(str(r["health"] or "-")),
+                      Text(str(r["restarts"])), Text(str(r["detail"])))
+    return table
+
+
+def node_lines(nodes: Sequence[NodeTelemetry]) -> list[Text]:
+    """``sparktui status``: one line per node, its latest sample or why there is none."""
+    lines = []
+    for t in nodes:
+        line = Text(f"{t.node}: ")
+        if t.sample is None:
+            line.append(t.status, style="red")
+            line.append(f" {t.detail}")
+            lines.append(line)
+            continue
+        s = t.sample
+        mem = ("unified " if s.unified else "") + (
+            f"memory {format_bytes(s.mem_available)} free of {format_bytes(s.mem_total)}")
+        gpus = ", ".join(f"GPU{g.index} {g.util_pct or 0:.0f}% {g.temp_c or 0:.0f}°C "
+                         f"{g.power_w or 0:.0f} W" for g in s.gpus) or s.gpu_note
+        disks = ", ".join(f"{d.path} {format_bytes(d.free)} free" for d in s.disks)
+        line.append(f"{mem} · load {s.load1:.2f} · {gpus} · {disks}")
+        for _code, sentence in t.warnings:
+            line.append(f" ⚠ {sentence}", style="yellow")
+        lines.append(line)
+    return lines
+
+
+def doctor_table(title: str, findings: Sequence[Finding]) -> Table:
+    """``sparktui doctor``: one row per check per node."""
+    table = Table(title=Text(title), title_justify="left")
+    for col in ("node", "check", "", "finding"):
+        table.add_column(col, overflow="fold")
+    for f in findings:
+        mark, style = VERDICT_MARK[f.verdict]
+        table.add_row(Text(f.node), Text(f.check), Text(mark, style=style), Text(f.sentence))
+    return table

@@ -189,3 +189,18 @@ class BootChecks:
 
     def failed_checks(self) -> list[Check]:
         return [c for c in self.checks if self.overall(c) == "failed"]
+
+    def ready_seen(self, rank: int) -> bool:
+        """Whether the engine's ready line appeared on ``rank`` (False where it is not expected)."""
+        for check in self.checks:
+            if check.kind == "ready" and check.applies_to(rank):
+                st = self.status.get((check.id, rank))
+                return st is not None and st.state == "passed"
+        return False
+
+    def snapshot(self) -> BootChecks:
+        """A copy that later lines do not change, for an event to carry (the checks themselves
+        are frozen and shared)."""
+        return BootChecks(self.world, list(self.checks),
+                          {key: CheckStatus(st.state, st.match) for key, st in self.status.items()},
+                          set(self.finished))

@@ -71,3 +71,10 @@ def display_path(path: Path | str | None) -> str | None:
         return str(p.resolve().relative_to(Path.cwd().resolve()))
     except (ValueError, OSError):
         return str(p)
+
+
+def sentence(exc: BaseException) -> str:
+    """An exception as one line for a notice or a detail column: the first line of its text,
+    else its type name (``TimeoutError()`` says nothing else)."""
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]

@@ -201,7 +201,7 @@ def docker_run_line(c: ContainerSpec, show_secrets: bool = False) -> str:
 
 
 def rank_flags(recipe: Recipe, rank: int, cluster: Cluster, port: int) -> list[str]:
-    """The flags the launcher appends to ``args`` for ``rank`` (DESIGN.md, "Recipe schema")."""
+    """The flags the launcher appends to ``args`` for ``rank`` (docs/design.md, "Recipe schema")."""
     spec = recipe.spec
     n = spec.required_nodes
     head = cluster.head.fabric_ip

@@ -155,13 +155,6 @@ class Run:
         """Secrets stay masked on disk."""
         _atomic_write(self.plan_path, json.dumps(plan.to_json(show_secrets=False), indent=2))
 
-    def read_plan(self) -> dict[str, Any] | None:
-        try:
-            data: dict[str, Any] = json.loads(self.plan_path.read_text())
-            return data
-        except (OSError, ValueError):
-            return None
-
     def log(self, rank: int) -> RankLog:
         if rank not in self._logs:
             self._logs[rank] = RankLog(self.dir / f"r{rank}.log")

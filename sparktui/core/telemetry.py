@@ -10,6 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+DEFAULT_INTERVAL = 2.0  # seconds between two samples of a node (console setting: [telemetry] interval)
+LOW_MEMORY = 8 * 2**30  # the head's MemAvailable below this stalls the whole TP group: warn
+
 SECTION = "---sparktui---"
 GPU_QUERY = "index,name,utilization.gpu,temperature.gpu,power.draw,memory.used,memory.total"
 

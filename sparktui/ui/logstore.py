@@ -12,8 +12,8 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Final, NamedTuple
 
+from sparktui.core.linefilter import LineFilter
 from sparktui.core.runstore import Run
-from sparktui.ui.grep import LineFilter
 
 LogLine = tuple[str, int, int, str]
 """One captured line: ``(ts, rank, no, text)``, read with ``line[TEXT]`` and so on.

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparktui.config import state_dir
+from sparktui.core.telemetry import DEFAULT_INTERVAL, LOW_MEMORY
 from sparktui.ui.settings import DEFAULT_WINDOW
 
 
@@ -17,8 +18,8 @@ class ConsoleOptions:
     cluster_path: Path | None = None
     state_root: Path = field(default_factory=state_dir)
     window: int = DEFAULT_WINDOW  # log lines per rank kept in memory
-    telemetry_interval: float = 2.0  # seconds between node samples
-    low_memory: int = 8 * 2**30  # warn when the head's MemAvailable falls below this
+    telemetry_interval: float = DEFAULT_INTERVAL  # seconds between node samples
+    low_memory: int = LOW_MEMORY  # warn when the head's MemAvailable falls below this
     live: bool = True  # False: never touch the cluster (snapshot tests feed messages instead)
     clock: Callable[[], float] = time.monotonic  # uptime; tests pin it
     wall_clock: Callable[[], float] = time.time  # the events view's times

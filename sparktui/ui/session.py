@@ -7,23 +7,24 @@ keep running, as on quit).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 
-from sparktui.backend.events import Event
 from sparktui.backend.orchestrator import Orchestrator
+from sparktui.catalog import RecipeInfo
 from sparktui.core.plan import Plan, build_plan
-from sparktui.ui.catalog import RecipeInfo
+from sparktui.core.runstore import Run
+from sparktui.ui.bridge import EventBridge
 from sparktui.ui.logstore import LogLine, read_tail
 
 
 class Session:
-    def __init__(self, info: RecipeInfo, state_root: Path, listener: Callable[[Event], None]) -> None:
+    def __init__(self, info: RecipeInfo, state_root: Path, bridge: EventBridge) -> None:
         assert info.recipe is not None and info.cluster is not None
         self.info = info
         self.plan: Plan = build_plan(info.recipe, info.cluster)
         self.orch = Orchestrator(info.recipe, info.cluster, self.plan, state_root=state_root,
-                                 on_event=listener)
+                                 on_event=bridge)
+        self.bridge = bridge
         self.unreachable: dict[str, str] = {}
         self.attached = False
         self.closed = False
@@ -41,11 +42,7 @@ class Session:
         assert self.info.recipe is not None
         return self.info.recipe.spec.tensor_parallel_size
 
-    @property
-    def run_id(self) -> str | None:
-        return self.orch.run.id if self.orch.run is not None else None
-
-    async def open(self, window: int) -> dict[int, list[LogLine]]:
+    async def open(self, window: int) -> tuple[Run | None, dict[int, list[LogLine]]]:
         """Connect to every node, find the recipe's containers and read what their run's files
         hold; following starts after, so no line is missed or read twice."""
         self.unreachable = await self.orch.connect()
@@ -53,9 +50,9 @@ class Session:
         tails: dict[int, list[LogLine]] = {}
         run = self.orch.run
         if run is not None:
-            for info in self.orch.ranks:
-                tails[info.rank] = await asyncio.to_thread(read_tail, run, info.rank, window)
-        return tails
+            for rank in range(self.world):
+                tails[rank] = await asyncio.to_thread(read_tail, run, rank, window)
+        return run, tails
 
     def follow(self) -> None:
         if self.attached and not self.closed:
@@ -65,4 +62,5 @@ class Session:
         """Stop following; containers keep running."""
         if not self.closed:
             self.closed = True
+            self.bridge.closed = True  # nothing of this session paints over the next one
             await self.orch.close()

@@ -30,6 +30,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from sparktui.config import config_dir
+from sparktui.core.telemetry import DEFAULT_INTERVAL, LOW_MEMORY
 from sparktui.core.units import parse_duration, parse_size
 
 DEFAULT_WINDOW = 10_000
@@ -41,8 +42,8 @@ class Settings:
     keys: dict[str, str] = field(default_factory=dict)
     theme: str | None = None
     window: int = DEFAULT_WINDOW
-    interval: float = 2.0
-    low_memory: int = 8 * 2**30
+    interval: float = DEFAULT_INTERVAL
+    low_memory: int = LOW_MEMORY
     problems: list[str] = field(default_factory=list)
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from sparktui.agents.local_shim import MAX_LINE_BYTES, proc_start, proc_stat
 from sparktui.backend.local_runtime import LocalRuntime, RankConflict, pid_alive
-from sparktui.backend.local_shim import MAX_LINE_BYTES, proc_start, proc_stat
 from sparktui.backend.runtime import ContainerState, LogChunk
 from sparktui.core.plan import ContainerSpec
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sparktui.core import sparse_rows
+from sparktui.agents import sparse_rows
 from tests.staging.ckpt import Checkpoint, make_checkpoint
 
 AGENT = Path(sparse_rows.__file__)

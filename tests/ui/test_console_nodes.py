@@ -28,4 +28,4 @@ async def test_nodes_panel_samples_and_smoke_reports(live_app: Callable[[], Spar
         assert panel.display
         await pilot.press("k")
         await wait_for(pilot, lambda: any("smoke" in e.text and "cannot reach" in e.text
-                                          for e in main.events), 15, "the smoke error")
+                                          for e in main.state.notices), 15, "the smoke error")

@@ -21,7 +21,7 @@ async def test_quit_keeps_ranks_and_the_next_start_reattaches(live_app: Callable
                        40, "every rank ready")
         assert main.session is not None
         containers = [info.container_id for info in main.session.orch.ranks]
-        run_id = main.session.run_id
+        run_id = main.state.run_id
         await pilot.press("q")
     assert first.main_screen.session is None  # closed on quit, containers left alone
 
@@ -32,7 +32,7 @@ async def test_quit_keeps_ranks_and_the_next_start_reattaches(live_app: Callable
         session = main.session
         assert session is not None and session.attached
         assert [info.container_id for info in session.orch.ranks] == containers
-        assert session.run_id == run_id
+        assert second.main_screen.state.run_id == run_id
         # the lines captured before quitting are back, from the run's files
         assert any("The server is fired up" in ln[TEXT] for ln in main.store.lines(0))
         await wait_for(pilot, lambda: [main.ranks_table.states.get(r) for r in range(4)] == ["ready"] * 4,

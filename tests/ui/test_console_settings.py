@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sparktui.config import config_dir
+from sparktui.core.ranks import RankSnapshot
 from sparktui.ui.app import SparkApp
 from sparktui.ui.options import ConsoleOptions
 from sparktui.ui.screens.help_screen import HelpScreen
@@ -60,7 +61,9 @@ async def test_user_theme_and_keymap_from_config(recipes_copy: Path) -> None:
         assert app.theme == "mine"
         assert rank_colors(app.theme_variables) == ["#010203", "#040506"]
         assert main.session is not None
-        main.session.orch.ranks[0].container_id = "c0ffee"  # something to restart (never contacted)
+        # something to restart (never contacted), as the Orchestrator would report it
+        main.state.rank_changed(RankSnapshot(0, "spark1", "ready", container_id="c0ffee",
+                                             has_container=True))
         await pilot.press("r")  # no longer bound
         await pilot.pause(0.1)
         assert not isinstance(app.screen, RestartScreen)
@@ -84,7 +87,7 @@ async def test_bad_settings_are_reported_not_fatal(recipes_copy: Path) -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         main = app.main_screen
         await wait_for(pilot, main.ready.is_set, 10, "recipes")
-        texts = " | ".join(ev.text for ev in main.events)
+        texts = " | ".join(ev.text for ev in main.state.notices)
         assert "broken.toml" in texts and "keys.restart" in texts and "logs.window" in texts
 
 

@@ -45,5 +45,5 @@ async def test_stage_shows_progress_per_node(staged_recipe: tuple[Path, Path]) -
             assert "100%" in str(main.ranks_table.values[rank]["staging"])
         assert sorted(p.name for p in dst.glob("engram-*.bin"))[:2] == ["engram-l1-r0of4.bin",
                                                                           "engram-l1-r1of4.bin"]
-        assert not [ev for ev in main.events if ev.level == "error"], main.events
+        assert not [ev for ev in main.state.notices if ev.level == "error"], main.state.notices
         await pilot.press("q")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.app import App, ComposeResult
 
-from sparktui.ui.grep import LineFilter
+from sparktui.core.linefilter import LineFilter
 from sparktui.ui.logstore import NO, RANK, LogLine, line_of
 from sparktui.ui.widgets.log_view import LogView
 

@@ -1,4 +1,4 @@
-"""The console's parts that need no screen: grep, the log window, themes, settings, formats."""
+"""The console's parts that need no screen: the log window, themes, settings, formats."""
 
 from __future__ import annotations
 
@@ -6,27 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from sparktui.core.linefilter import LineFilter
 from sparktui.core.runstore import RunStore
-from sparktui.ui.catalog import default_slug, load_catalog
 from sparktui.ui.formatting import bar, checks_text, eta, uptime
-from sparktui.ui.grep import LineFilter
 from sparktui.ui.logstore import NO, TEXT, TS, LogStore, line_of, read_tail, scan_run
 from sparktui.ui.screens.add_check_screen import parse_ranks
 from sparktui.ui.settings import load_settings, load_state, save_state
 from sparktui.ui.themes import ThemeFileError, load_themes, rank_colors, theme_from_data
-from tests.conftest import CLUSTER4, RECIPES, ROOT
-
-
-def test_grep_regex_inverts_and_reports_bad_patterns() -> None:
-    f = LineFilter.parse("nccl|error")
-    assert f.active and f.matches("NCCL WARN x") and not f.matches("all good")  # smart case
-    assert f.spans("an error and NCCL") == [(3, 8), (13, 17)]
-    assert not LineFilter.parse("NCCL").matches("nccl")  # a capital makes it case sensitive
-    inv = LineFilter.parse("!tick")
-    assert inv.invert and inv.matches("ready") and not inv.matches("demo tick 3") and inv.spans("x") == []
-    bad = LineFilter.parse("foo(")
-    assert bad.error is not None and "bad regex" in bad.error and not bad.active and bad.matches("x")
-    assert not LineFilter.parse("").active and not LineFilter.parse("!").active
+from tests.conftest import ROOT
 
 
 def test_log_window_is_bounded_deduplicated_and_merged() -> None:
@@ -79,22 +66,6 @@ def test_settings_and_state(tmp_path: Path) -> None:
     save_state({"theme": "a"}, tmp_path)
     save_state({"recipe": "b"}, tmp_path)
     assert load_state(tmp_path) == {"theme": "a", "recipe": "b"}
-
-
-def test_catalog_opens_the_demo_by_default() -> None:
-    infos = load_catalog([RECIPES], CLUSTER4)
-    assert [i.slug for i in infos][:2] == ["demo-tp4", "dsv41-flash-4x-mia"]
-    assert all(i.usable for i in infos)
-    assert default_slug(infos, None) == "demo-tp4"
-    assert default_slug(infos, "dsv41-flash-4x-mia") == "dsv41-flash-4x-mia"
-    assert default_slug(infos, "gone") == "demo-tp4"
-
-
-def test_catalog_keeps_broken_recipes_with_their_problems(tmp_path: Path) -> None:
-    (tmp_path / "broken").mkdir()
-    (tmp_path / "broken" / "recipe.toml").write_text('engine = "sglang"\nport = "x"\n')
-    [info] = load_catalog([tmp_path], None)
-    assert not info.usable and info.problems and info.text
 
 
 def test_small_formats() -> None:

@@ -12,10 +12,11 @@ from collections.abc import Callable
 import pytest
 from textual.pilot import Pilot
 
-from sparktui.backend.events import NodeTelemetry
+from sparktui.backend.events import ChecksChanged, LogBatch, NodeTelemetry, RankChanged
+from sparktui.core.ranks import RankSnapshot
 from sparktui.core.telemetry import DiskSample, NodeSample
 from sparktui.ui.app import SparkApp
-from sparktui.ui.messages import ChecksUpdated, HealthUpdated, LogLines, NodeSampled, RankUpdated
+from sparktui.ui.messages import BackendEvent
 from tests.ui.conftest import wait_for
 
 THEMES = ["sparktui-dark", "sparktui-light"]
@@ -57,11 +58,12 @@ async def _running(pilot: Pilot[None]) -> None:
     assert main.session is not None
     checks = main.session.orch.checks
     for rank in range(4):
-        main.session.orch.ranks[rank].container_id = f"c0ffee00000{rank}"  # as attach() would set it
-        main.post_message(RankUpdated(rank, "ready"))
-        main.post_message(HealthUpdated(rank, 200))
-        main.post_message(LogLines(None, rank, _lines(rank)))
-        main.post_message(ChecksUpdated(checks.feed(rank, [(no, text) for no, _ts, text in _lines(rank)])))
+        node = main.session.plan.ranks[rank].node
+        main.post_message(BackendEvent(RankChanged(RankSnapshot(
+            rank, node, "ready", container_id=f"c0ffee00000{rank}", health=200, has_container=True))))
+        main.post_message(BackendEvent(LogBatch("offline", rank, _lines(rank))))
+        updates = checks.feed(rank, [(no, text) for no, _ts, text in _lines(rank)])
+        main.post_message(BackendEvent(ChecksChanged(updates, checks.snapshot())))
     await wait_for(pilot, lambda: len(main.logs.view.lines) == 4 * len(BOOT), 5, "the fed lines")
     main.logs.view.focus()
     await pilot.pause()
@@ -132,13 +134,13 @@ async def _nodes_low_memory(pilot: Pilot[None]) -> None:
         avail = 60.0 - 5 * i  # the head falls from 60 GiB to 5.5 GiB
         head = _sample(max(5.5, avail), 119.7, True, "NVIDIA GB10")
         warnings = [] if head.mem_available >= 8 * 2**30 else [
-            "head memory low: 5.5 GiB available (warn below 8.0 GiB)"]
-        main.post_message(NodeSampled(NodeTelemetry("spark1", "ok", head, 40.0, warnings=warnings)))
-        main.post_message(NodeSampled(NodeTelemetry("spark2", "ok", _sample(88.0 - i, 119.7, True,
+            ("low-memory", "head memory low: 5.5 GiB available (warn below 8.0 GiB)")]
+        main.post_message(BackendEvent(NodeTelemetry("spark1", "ok", head, 40.0, warnings=warnings)))
+        main.post_message(BackendEvent(NodeTelemetry("spark2", "ok", _sample(88.0 - i, 119.7, True,
                                                                             "NVIDIA GB10"), 35.0)))
-        main.post_message(NodeSampled(NodeTelemetry("spark3", "ok", _sample(90.0, 119.7, True,
+        main.post_message(BackendEvent(NodeTelemetry("spark3", "ok", _sample(90.0, 119.7, True,
                                                                             "NVIDIA GB10"), 30.0)))
-    main.post_message(NodeSampled(NodeTelemetry("spark4", "unreachable", None, None,
+    main.post_message(BackendEvent(NodeTelemetry("spark4", "unreachable", None, None,
                                                 "connection to spark4.lan:22 refused (is sshd running?)")))
     await wait_for(pilot, lambda: "spark4" in main.nodes_panel.latest, 5, "the fed samples")
     await pilot.pause()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
@@ -14,21 +13,15 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from sparktui.ui.colors import theme_colors
+from sparktui.ui.console_state import NoticeRecord
 
 LEVEL_COLOR = {"error": "error", "warning": "warning", "info": "primary"}
-
-
-@dataclass(frozen=True)
-class EventRecord:
-    when: str  # HH:MM:SS local time
-    level: str
-    text: str
 
 
 class EventsScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,e", "dismiss", "close", id="events-close")]
 
-    def __init__(self, events: Sequence[EventRecord]) -> None:
+    def __init__(self, events: Sequence[NoticeRecord]) -> None:
         super().__init__()
         self.events = list(events)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -10,7 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-RestartChoice = str  # "rank" or "group"
+RestartChoice = Literal["rank", "group"]
 
 
 def explain(rank: int, node: str, world: int, tp: int) -> str:
@@ -52,9 +52,17 @@ class RestartScreen(ModalScreen[RestartChoice | None]):
         self.query_one("#rank", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.action_choose("" if event.button.id == "cancel" else str(event.button.id))
+        self.action_choose(event.button.id or "")
 
     def action_choose(self, choice: str) -> None:
-        if choice == "group" and self.world <= 1:
-            return
-        self.dismiss(choice or None)
+        """``choice`` is a binding's argument or a button's id; anything but a choice cancels."""
+        result: RestartChoice | None
+        if choice == "rank":
+            result = "rank"
+        elif choice == "group":
+            if self.world <= 1:
+                return
+            result = "group"
+        else:
+            result = None
+        self.dismiss(result)

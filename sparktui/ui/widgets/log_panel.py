@@ -18,8 +18,8 @@ from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Input
 
+from sparktui.core.linefilter import NO_FILTER, LineFilter
 from sparktui.core.runstore import Run
-from sparktui.ui.grep import NO_FILTER, LineFilter
 from sparktui.ui.logstore import NO, RANK, TEXT, LogLine, LogStore, merge, read_lines, scan_run
 from sparktui.ui.widgets.grep_input import GrepInput
 from sparktui.ui.widgets.log_bar import LogBar, LogBarState

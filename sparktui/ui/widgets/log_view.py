@@ -24,8 +24,8 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from sparktui.core.linefilter import NO_FILTER, LineFilter
 from sparktui.core.runstore import MARKER
-from sparktui.ui.grep import NO_FILTER, LineFilter
 from sparktui.ui.logstore import TEXT, LogLine, merge
 from sparktui.ui.themes import rank_colors
 

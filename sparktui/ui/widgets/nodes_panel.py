@@ -55,7 +55,7 @@ class NodesPanel(Static):
 
     @property
     def warnings(self) -> list[str]:
-        return [f"{n}: {w}" for n, t in self.latest.items() for w in t.warnings]
+        return [f"{n}: {text}" for n, t in self.latest.items() for _code, text in t.warnings]
 
     def refresh_table(self) -> None:
         """Fixed-width columns, one line per node: it reads like the rank table above it."""
@@ -76,7 +76,8 @@ class NodesPanel(Static):
                 out.append(t.detail, style="red")
                 continue
             dim = "dim" if t.status != "ok" else ""
-            low = any(w_.startswith("head memory low") for w_ in t.warnings)
+            codes = {code for code, _text in t.warnings}
+            low = "low-memory" in codes
             mem = f"{gib(s.mem_available)} / {gib(s.mem_total)} GiB"
             out.append(mem, style="bold red" if low else dim)
             pad = max(1, 24 - len(mem))
@@ -86,7 +87,7 @@ class NodesPanel(Static):
             gpu = ", ".join(f"{g.util_pct or 0:.0f}% {g.temp_c or 0:.0f}°C {g.power_w or 0:.0f}W"
                             for g in s.gpus) or (s.gpu_note or "-")
             out.append(f"{gpu:<14} ", style=dim)
-            disk_low = any("below min_free" in w_ for w_ in t.warnings)
+            disk_low = any(code.startswith("low-disk:") for code in codes)
             out.append(" ".join(format_bytes(d.free) for d in s.disks[:1]) or "-",
                        style="bold red" if disk_low else dim)
         self.update(out)

@@ -9,7 +9,7 @@ from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from sparktui.ui.catalog import RecipeInfo
+from sparktui.catalog import RecipeInfo
 from sparktui.ui.colors import theme_colors
 
 

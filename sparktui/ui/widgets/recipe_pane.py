@@ -9,8 +9,8 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from sparktui.catalog import RecipeInfo
 from sparktui.core.recipe import CheckSpec
-from sparktui.ui.catalog import RecipeInfo
 from sparktui.ui.colors import theme_colors
 
 

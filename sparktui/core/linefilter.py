@@ -1,12 +1,15 @@
-"""The live grep: a regex over log lines; a leading ``!`` keeps the lines that do NOT match.
+"""The one grep over log lines, for the console and ``sparktui logs --grep`` alike.
 
-Smart case, as ripgrep and less do it: a pattern without capitals ignores case.
+A regex searched in each line; a leading ``!`` keeps the lines that do NOT match. Smart case, as
+ripgrep and less do it: a pattern without capitals ignores case.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from sparktui.core.errors import SparkError
 
 
 @dataclass(frozen=True)
@@ -18,6 +21,8 @@ class LineFilter:
 
     @classmethod
     def parse(cls, text: str) -> LineFilter:
+        """What is typed so far, never raising: a bad regex is kept as ``error`` and an empty
+        pattern (``""``, or ``"!"`` alone) filters nothing, so typing never breaks the view."""
         invert = text.startswith("!")
         body = text[1:] if invert else text
         if not body:
@@ -25,9 +30,22 @@ class LineFilter:
         flags = 0 if any(ch.isupper() for ch in body) else re.IGNORECASE
         try:
             regex = re.compile(body, flags)
-        except re.error as exc:
-            return cls(text, None, invert, f"bad regex: {exc}")
+        except re.error as exc:  # the position is counted in what was typed, ! included
+            where = f" at position {exc.pos + len(text) - len(body)}" if exc.pos is not None else ""
+            return cls(text, None, invert, f"bad regex: {exc.msg}{where}")
         return cls(text, regex, invert)
+
+    @classmethod
+    def require(cls, text: str) -> LineFilter:
+        """A pattern given whole (the command line): a bad regex, or nothing after ``!``, raises
+        a ``SparkError`` naming the pattern instead of quietly showing every line."""
+        f = cls.parse(text)
+        if f.error is not None:
+            raise SparkError(f"grep pattern {text!r}: {f.error}")
+        if f.invert and f.regex is None:
+            raise SparkError(f"grep pattern {text!r}: nothing after '!' (write !REGEX to keep the "
+                             "lines that do not match REGEX)")
+        return f
 
     @property
     def active(self) -> bool:
@@ -39,6 +57,7 @@ class LineFilter:
         return self.active and not self.invert
 
     def matches(self, text: str) -> bool:
+        """Whether the line is kept."""
         if self.regex is None:
             return True
         return (self.regex.search(text) is None) if self.invert else (self.regex.search(text) is not None)

@@ -1,5 +1,6 @@
-"""The recipes the console offers: every recipe of the recipes folders, loaded and linted on
-the cluster it would run on. Loading never raises: problems are part of the entry."""
+"""The recipe catalog: every recipe of the recipes folders, loaded and linted on the cluster it
+would run on. What the console offers and what ``sparktui overview`` lists. Loading never
+raises: problems are part of the entry. No Textual here: the CLI imports it."""
 
 from __future__ import annotations
 

@@ -1,0 +1,172 @@
+"""Every rank's log into the run's files: the follow loop, ingestion (files, checks, listeners)
+and the catch-up of what containers wrote while no sparktui was watching.
+
+A log stream ends when its container stops or the connection drops; the loop resumes from the
+last cursor, so no line is lost or read twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from sparktui.backend.board import Board
+from sparktui.backend.events import ChecksChanged, LogBatch, NodeChanged
+from sparktui.backend.runtime import ContainerState, Runtime, RuntimeLost
+from sparktui.backend.transport import NodeError, Transport
+from sparktui.core.checks import BootChecks, Check
+from sparktui.core.errors import sentence
+from sparktui.core.ranks import LAST_LINES, RankInfo
+from sparktui.core.runstore import Run, ts_epoch
+
+RECONNECT_FIRST_S = 0.5
+RECONNECT_MAX_S = 5.0
+POLL_S = 0.2  # a stream that ended while the container still runs is reopened after this
+
+
+class LogFollower:
+    def __init__(self, board: Board, runtimes: dict[str, Runtime],
+                 transports: dict[str, Transport]) -> None:
+        self.board = board
+        self.runtimes = runtimes
+        self.transports = transports
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+        self.closed = False
+
+    def following(self, rank: int) -> bool:
+        task = self.tasks.get(rank)
+        return task is not None and not task.done()
+
+    def follow(self, info: RankInfo) -> None:
+        """(Re)start following the rank's current container."""
+        old = self.tasks.get(info.rank)
+        if old is not None and not old.done():
+            old.cancel()
+        assert info.container_id is not None and self.board.run is not None
+        self.tasks[info.rank] = asyncio.create_task(
+            self._loop(info, info.container_id, self.board.run), name=f"follow-{info.rank}")
+
+    async def drain(self, rank: int, timeout: float = 5.0) -> None:
+        """Let the rank's follower read what its stopped container still wrote, then end."""
+        task = self.tasks.pop(rank, None)
+        if task is not None:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(task, timeout)
+
+    async def _loop(self, info: RankInfo, container_id: str, run: Run) -> None:
+        rt = self.runtimes[info.node.name]
+        cursor = await asyncio.to_thread(run.resume, info.rank, container_id)
+        delay = RECONNECT_FIRST_S
+        while not self.closed:
+            try:
+                async for chunk in rt.logs(container_id, cursor):
+                    self.ingest(info, chunk.lines, run)
+                    cursor = chunk.cursor
+                    run.set_cursor(info.rank, container_id, cursor)
+                    delay = RECONNECT_FIRST_S
+                run.save_cursors()
+                st = await rt.inspect(container_id)
+                self.board.emit(NodeChanged(info.node.name, "connected"))
+                if st.running:
+                    await asyncio.sleep(POLL_S)
+                    continue
+                self._exited(info, st)
+                return
+            except asyncio.CancelledError:
+                raise
+            except (RuntimeLost, NodeError) as exc:
+                self.board.emit(NodeChanged(info.node.name, "reconnecting", sentence(exc)))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RECONNECT_MAX_S)
+                with contextlib.suppress(NodeError):
+                    await self.transports[info.node.name].connect()
+
+    def ingest(self, info: RankInfo, lines: list[tuple[str, str]], run: Run | None = None) -> None:
+        """Lines of ``run`` (default: the current one): into its file, the checks and to the
+        listeners. Lines of an earlier run (a follower still draining) go to that run's file
+        only."""
+        board = self.board
+        run = run or board.run
+        assert run is not None
+        numbered = run.log(info.rank).append(lines)
+        board.emit(LogBatch(run.id, info.rank, numbered))
+        if run is not board.run:
+            return
+        info.last_lines.extend(text for _, _, text in numbered[-LAST_LINES:])
+        updates = board.checks.feed(info.rank, [(no, text) for no, _, text in numbered])
+        if updates:
+            board.checks_changed(updates)
+            board.apply_checks(info, {no: ts for no, ts, _ in numbered})
+
+    async def replay_checks(self, run: Run) -> None:
+        """Evaluate the checks over what the run's files already hold (since each rank's last
+        restart); the files are read in a thread (hours of logs must not hold up the loop)."""
+        board = self.board
+        checks = board.checks
+        for info in board.ranks:
+            restarted, batch = await asyncio.to_thread(run.log(info.rank).since_restart)
+            if restarted:
+                checks.reset(info.rank)
+            info.last_lines.extend(text for _, text in batch[-LAST_LINES:])
+            checks.feed(info.rank, batch)
+            board.apply_checks(info)
+        board.emit(ChecksChanged([], checks.snapshot()))
+
+    async def add_check(self, pattern: str, ranks: str | list[int]) -> tuple[Check, BootChecks]:
+        """A must-show check: evaluated on what the run captured since each rank's last
+        restart, then live as lines arrive. Raises ValueError with a sentence on a bad
+        pattern."""
+        board = self.board
+        checks = board.checks
+        check = checks.add("must_show", pattern, ranks, added=True)
+        run = board.run
+        if run is not None:
+            for info in board.ranks:
+                lines = (await asyncio.to_thread(run.log(info.rank).since_restart))[1]
+                if board.checks is not checks:
+                    break  # a new run started meanwhile; its checks start over
+                checks.feed(info.rank, lines, only=check)
+        board.emit(ChecksChanged([], checks.snapshot()))
+        return check, checks.snapshot()
+
+    def _exited(self, info: RankInfo, st: ContainerState) -> None:
+        info.exit_code = st.exit_code
+        if info.stopping:
+            self.board.set_state(info, "stopped", f"exit code {st.exit_code}")
+            return
+        tail = " | ".join(list(info.last_lines)[-3:])
+        self.board.set_state(info, "failed", f"exited with code {st.exit_code}: {tail}",
+                             ts_epoch(st.finished_at))
+        self.board.end_boot(info)
+
+    async def catch_up(self) -> None:
+        """Copy into the run's files what containers wrote while no sparktui was watching."""
+        run = self.board.run
+        if run is None or not run.try_lock():
+            return
+
+        async def one(info: RankInfo) -> None:
+            if not info.container_id:
+                return
+            saved = run.cursors().get(info.rank, {})
+            if saved and saved.get("container_id") != info.container_id:
+                return  # a container this run never followed; do not mix its lines in
+            cursor = await asyncio.to_thread(run.resume, info.rank, info.container_id)
+            try:
+                async for chunk in self.runtimes[info.node.name].logs(
+                        info.container_id, cursor, follow=False):
+                    self.ingest(info, chunk.lines, run)
+                    run.set_cursor(info.rank, info.container_id, chunk.cursor)
+            except (RuntimeLost, NodeError) as exc:
+                self.board.notice("warning", f"rank {info.rank}: could not catch up: {sentence(exc)}")
+        await asyncio.gather(*(one(i) for i in self.board.ranks))
+        run.unlock()
+
+    async def close(self) -> None:
+        self.closed = True
+        for task in self.tasks.values():
+            task.cancel()
+        for task in self.tasks.values():
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self.tasks.clear()

@@ -1,0 +1,142 @@
+"""The console's long actions: each runs as a worker, one at a time, while the screen stays
+live (``busy`` names the one running). The main screen opens the dialogs that ask first and
+hands the answer to these jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from textual import work
+from textual.reactive import reactive
+from textual.screen import Screen
+
+from sparktui.core.errors import sentence
+from sparktui.ui.console_state import ConsoleState
+from sparktui.ui.options import ConsoleOptions
+from sparktui.ui.screens.add_check_screen import NewCheck
+from sparktui.ui.session import Session
+from sparktui.ui.widgets.checks_panel import ChecksPanel
+
+
+class Jobs(Screen[None]):
+    """The base of the main screen that runs its jobs."""
+
+    busy: reactive[str | None] = reactive(None, init=False)
+    """The long action running now (up, stage, ...); one at a time."""
+
+    options: ConsoleOptions
+    state: ConsoleState
+    session: Session | None
+
+    def report(self, level: str, text: str, short: str | None = None, toast: bool = True) -> None:
+        raise NotImplementedError
+
+    def refresh_checks(self) -> None:
+        raise NotImplementedError
+
+    def _need_session(self) -> Session | None:
+        if self.session is None:
+            self.notify("Open a recipe first (Recipes: ↑↓ then enter)", severity="warning", markup=False)
+        return self.session
+
+    def _start(self, name: str, job: Callable[[], Awaitable[None]]) -> None:
+        if self.busy:
+            self.notify(f"{self.busy} is still running", severity="warning", markup=False)
+            return
+        if not self.options.live:
+            self.notify(f"{name}: this console does not drive a cluster", severity="warning", markup=False)
+            return
+        self.busy = name
+        self._run_job(name, job)
+
+    @work(group="actions", exit_on_error=False)
+    async def _run_job(self, name: str, job: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await job()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.report("error", f"{name}: {sentence(exc)}")
+        finally:
+            self.busy = None
+
+    def action_up(self) -> None:
+        session = self._need_session()
+        if session is None:
+            return
+
+        async def up() -> None:
+            unreachable = await session.orch.connect()
+            for node, reason in unreachable.items():
+                self.report("error", f"node {node} unreachable: {reason}")
+            if unreachable:
+                return
+            await session.orch.up()
+            session.attached = True
+            if not session.orch.failures():
+                self.report("info", f"{session.slug}: launched {session.world} rank(s)")
+        self._start("up", up)
+
+    def action_stage(self) -> None:
+        session = self._need_session()
+        if session is None:
+            return
+        if not session.plan.staging:
+            self.notify(f"{session.slug} has no [[staging]] jobs", severity="information", markup=False)
+            return
+
+        async def stage() -> None:
+            await session.orch.connect()
+            results = await session.orch.stage()
+            bad = [r for r in results if not r.ok]
+            for r in bad:
+                self.report("error", r.error or f"{r.node}: staging failed")
+            if not bad:
+                self.report("info", f"staging done on {len(results)} node(s)")
+        self._start("stage", stage)
+
+    def action_smoke(self) -> None:
+        session = self._need_session()
+        if session is None:
+            return
+
+        async def smoke() -> None:
+            result = await session.orch.smoke()
+            self.report("info", f"smoke ok: {result.sentence()}")
+        self._start("smoke", smoke)
+
+    async def restart_rank(self, session: Session, rank: int) -> None:
+        await session.orch.restart(rank)
+        self.report("info", f"rank {rank} replaced")
+
+    async def restart_group(self, session: Session) -> None:
+        await session.orch.down()
+        await session.orch.up()
+        session.attached = True
+        self.report("info", f"{session.slug}: every rank launched again")
+
+    async def down(self, session: Session) -> None:
+        await session.orch.down()
+        self.report("info", f"{session.slug}: every rank stopped and removed")
+
+    @work(group="checks", exit_on_error=False)
+    async def add_check(self, session: Session, new: NewCheck) -> None:
+        """Add a check; the Orchestrator evaluates it on everything already captured, then live."""
+        try:
+            check, checks = await session.orch.add_check(new.pattern, new.ranks)
+        except ValueError as exc:
+            self.report("error", f"check not added: {exc}")
+            return
+        if session is not self.session:
+            return
+        self.state.checks = checks
+        self.refresh_checks()
+        state = checks.overall(check)
+        matched = sorted({st.match.rank for (cid, _r), st in checks.status.items()
+                          if cid == check.id and st.match is not None})
+        where = f" (seen on rank{'s' if len(matched) > 1 else ''} {', '.join(map(str, matched))})" \
+            if matched else ""
+        self.report("info", f"check added: {new.pattern!r} is {state}{where}")
+        self.query_one(ChecksPanel).display = True

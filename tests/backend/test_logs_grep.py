@@ -1,0 +1,112 @@
+"""``sparktui logs --grep`` is the console's grep: over a real run of ``demo-tp4`` on the local
+cluster it prints exactly the lines the console's log panel keeps for the same pattern."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from sparktui.core.linefilter import LineFilter
+from sparktui.core.runstore import Run, RunStore
+from sparktui.ui.logstore import RANK, TEXT, LogStore, scan_run
+from tests.conftest import ROOT
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+WORLD = 4
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Iterator[Cli]:
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"),
+           "XDG_CONFIG_HOME": str(tmp_path / "config"), "HF_HOME": str(tmp_path / "hf")}
+    env.pop("SPARKTUI_CLUSTER", None)
+    env.pop("SPARKTUI_RECIPES", None)
+    started = False
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        nonlocal started
+        started = started or args[0] == "up"
+        proc = subprocess.run([sys.executable, "-m", "sparktui", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert "Traceback (most recent call last):\n  File" not in proc.stderr, proc.stderr
+        return proc
+
+    yield run
+    if started:
+        run("down", "recipes/demo-tp4")
+
+
+def console_keeps(run: Run, pattern: str) -> list[tuple[int, str]]:
+    """What the console's log panel shows under ``pattern`` for every rank: the run's files
+    scanned as it scans them (``scan_run``), checked against its in-memory path (the store's
+    window through the same filter), then by rank: ``logs`` prints rank after rank."""
+    f = LineFilter.parse(pattern)
+    assert f.active and f.error is None
+    ranks = list(range(WORLD))
+    scanned = scan_run(run, ranks, f, cap=10**9).lines
+    store = LogStore(WORLD, window=10**9)
+    for rank in ranks:
+        store.add(rank, run.log(rank).read())
+    assert [line for line in store.view(ranks) if f.matches(line[TEXT])] == scanned
+    return sorted(((line[RANK], line[TEXT]) for line in scanned), key=lambda kept: kept[0])
+
+
+def printed(stdout: str) -> list[tuple[int, str]]:
+    """``r<rank> <text>`` lines back into ``(rank, text)``."""
+    out = []
+    for line in stdout.split("\n")[:-1]:
+        rank, _, text = line.partition(" ")
+        assert rank.startswith("r"), line
+        out.append((int(rank[1:]), text))
+    return out
+
+
+def test_logs_grep_prints_what_the_console_keeps(cli: Cli, tmp_path: Path) -> None:
+    up = cli("up", "recipes/demo-tp4", "--wait")
+    assert up.returncode == 0, up.stderr
+    down = cli("down", "recipes/demo-tp4")  # the files stop growing: both read the same lines
+    assert down.returncode == 0, down.stderr
+    run = RunStore(tmp_path / "state" / "sparktui").latest("demo-tp4")
+    assert run is not None
+
+    # smart case: no capital, so "demo rendezvous" finds the engine's "DEMO rendezvous" lines
+    smart = cli("logs", "recipes/demo-tp4", "--grep", "demo rendezvous")
+    assert smart.returncode == 0, smart.stderr
+    lines = printed(smart.stdout)
+    assert lines == console_keeps(run, "demo rendezvous")
+    assert {rank for rank, _ in lines} == set(range(WORLD))
+    assert all("DEMO rendezvous" in text for _, text in lines)
+
+    # inverted, and case-sensitive (a capital): every line without "DEMO", lines with "demo" kept
+    inverted = cli("logs", "recipes/demo-tp4", "--grep", "!DEMO")
+    assert inverted.returncode == 0, inverted.stderr
+    lines = printed(inverted.stdout)
+    assert lines == console_keeps(run, "!DEMO")
+    assert not any("DEMO" in text for _, text in lines)
+    assert {rank for rank, text in lines if "sparktui demo engine" in text} == set(range(WORLD))
+    every = sum(1 for rank in range(WORLD) for _ in run.log(rank).read())
+    with_demo = sum(1 for rank in range(WORLD) for _, _, text in run.log(rank).read() if "DEMO" in text)
+    assert len(lines) == every - with_demo > 0
+
+    # one rank, the same filter
+    one = cli("logs", "recipes/demo-tp4", "--rank", "2", "--grep", "demo rendezvous")
+    assert printed(one.stdout) == [kept for kept in console_keeps(run, "demo rendezvous") if kept[0] == 2]
+
+
+@pytest.mark.parametrize(("pattern", "sentence"), [
+    ("rendezvous(", "error: grep pattern 'rendezvous(': bad regex: missing ), unterminated subpattern "
+                    "at position 10"),
+    ("[/red](", "error: grep pattern '[/red](': bad regex: missing ), unterminated subpattern "
+                "at position 6"),  # printed verbatim, not read as markup
+    ("!x[", "error: grep pattern '!x[': bad regex: unterminated character set at position 2"),
+    ("!", "error: grep pattern '!': nothing after '!'"),
+])
+def test_logs_grep_refuses_a_bad_pattern_in_one_sentence(cli: Cli, pattern: str, sentence: str) -> None:
+    res = cli("logs", "recipes/demo-tp4", "--grep", pattern)
+    assert res.returncode == 1 and res.stdout == ""
+    assert res.stderr.startswith(sentence) and res.stderr.count("\n") == 1, res.stderr
