@@ -9,15 +9,43 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
-from typing import Literal
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal
 
 from sparktui.backend.events import ChecksChanged, Event, Notice, RankChanged
 from sparktui.core.checks import BootChecks, CheckUpdate
 from sparktui.core.cluster import Node
+from sparktui.core.engines import engine
 from sparktui.core.plan import Plan
-from sparktui.core.ranks import RankInfo, RankState, all_ready, all_settled, ready_now
+from sparktui.core.ranks import PROBED, RankInfo, RankState, all_ready, all_settled, ready_now
 from sparktui.core.runstore import Run, ts_epoch
+
+SETTLE_S = 0.5
+"""When a rank becomes ready, the other booting ranks are asked again this much later: one made
+ready by another's facts (a worker when rank 0 is) may still have lines on their way from its own
+node's log stream, and the boot ends (what never showed fails) once every rank is ready."""
+
+BOOT_ENDED = "boot-ended"
+"""The run's event saying which ranks' boots ended (their checks were finished)."""
+
+
+def ended_boots(events: Iterable[dict[str, Any]], world: int) -> set[int]:
+    """The ranks whose boot the run's events say ended since their last restart (every rank
+    ready, or the rank failed or timed out): a replay finishes their checks as the live run
+    did, so a reattach shows the verdicts the console showed."""
+    ended: set[int] = set()
+    for ev in events:
+        kind = ev.get("kind")
+        if kind == "restart":
+            ended.discard(ev.get("rank", -1))
+        elif kind == "ready":  # every rank was ready: every rank's checks were finished
+            ended = set(range(world))
+        elif kind == BOOT_ENDED:
+            ended.update(r for r in ev.get("ranks", []) if isinstance(r, int) and 0 <= r < world)
+    return ended
+
+
+SIMULTANEOUS_S = 1.0  # ends this close together are one fall; who printed nothing went first
 
 
 class Board:
@@ -29,6 +57,8 @@ class Board:
         self.run: Run | None = None
         self.boot_started: float | None = None  # time.monotonic() of the last launch or restart
         self.changed = asyncio.Event()  # set on a failure or when every rank settled: wakes wait()
+        self.formed = False  # every rank was ready in this boot: losing one now loses the group
+        self.fell_with: dict[int, int] = {}  # rank -> the rank named as the group's first failure
 
     def new_checks(self) -> None:
         self.checks = BootChecks.from_plan(self.plan.boot, self.plan.world)
@@ -52,14 +82,61 @@ class Board:
         """``when``: the epoch second the failure happened on the node (log line or exit)."""
         if not info.move(state, detail, when):
             return
+        if state not in PROBED:
+            info.health = None  # the engine is gone (or not there yet): no code to show
         if self.run is not None:
             self.run.event("rank", rank=info.rank, state=state, detail=detail,
                            exit_code=info.exit_code, container_id=info.container_id)
         self.announce(info)
+        if state in ("failed", "restarting") and self.formed:
+            self.group_lost(info, "failed first" if state == "failed" else "was restarted alone")
         if state == "failed" or all_settled(self.ranks):
             self.changed.set()
 
+    def group_lost(self, cause: RankInfo, why: str) -> None:
+        """A TP group that had formed does not survive losing a rank: the others are failed
+        because of it (real SGLang and vLLM groups fall over; the first to go is named)."""
+        self.formed = False
+        self.fell_with = {}
+        for info in self.ranks:
+            if info is not cause and info.state in ("booting", "ready"):
+                self.fell_with[info.rank] = cause.rank
+                after = cause.failed_at + 0.001 if cause.failed_at is not None else None
+                self.set_state(info, "failed", f"rank {cause.rank} {why}", after)
+
+    def failed_on_its_own(self, info: RankInfo, detail: str, when: float | None) -> None:
+        """A rank the group's fall had already failed reports its own end (its container
+        exited). Ranks fall within moments of each other and are noticed in any order: this
+        one failed first when it ended before the rank named first, or within a moment of it
+        without a fatal line of its own while the rank named first printed one (a crashed or
+        killed rank says nothing; its peers then report the lost collective)."""
+        cause = self.fell_with.get(info.rank)
+        first = self.ranks[cause] if cause is not None else None
+        if first is None or when is None or first.failed_at is None or not (
+                when < first.failed_at or (
+                    when < first.failed_at + SIMULTANEOUS_S
+                    and self.checks.fatal(info.rank) is None
+                    and self.checks.fatal(first.rank) is not None)):
+            self.announce(info)  # its exit code is news; why it failed is not
+            return
+        del self.fell_with[info.rank]
+        info.detail, info.failed_at = detail, min(when, first.failed_at - 0.001)
+        self.fell_with[first.rank] = info.rank
+        first.detail = f"rank {info.rank} failed first; {first.detail}"
+        for rank in self.fell_with:
+            self.fell_with[rank] = info.rank
+            if rank != first.rank:
+                self.ranks[rank].detail = f"rank {info.rank} failed first"
+        for changed in self.ranks:
+            self.announce(changed)
+
     def set_health(self, info: RankInfo, code: int | None) -> None:
+        """A probe's answer; none counts for a rank that failed, stopped or lost its container
+        meanwhile (the probe was under way when it did)."""
+        if info.state not in PROBED or info.removed:
+            code = None
+        elif self.plan.ranks[info.rank].serves_http:
+            info.probed = True  # asked: from now on None means nothing answers, not "not asked"
         if code != info.health:
             info.health = code
             self.announce(info)
@@ -76,20 +153,58 @@ class Board:
         self.maybe_ready(info)
 
     def maybe_ready(self, info: RankInfo) -> None:
-        if ready_now(info, line_seen=self.checks.ready_seen(info.rank),
-                     head_line_seen=self.checks.ready_seen(0)):
-            self.set_state(info, "ready")
+        """Ready ``info`` if its engine's rule says so. A rank's readiness may hang on another's
+        (vLLM's headless workers are ready when rank 0 is), so once one rank becomes ready every
+        other booting rank is asked again, ``SETTLE_S`` later (at once without an event loop)."""
+        if not self._ready_now(info):
+            return
+        self.set_state(info, "ready")
+        self._finish_boot_if_ready()
+        if all_ready(self.ranks):
+            return
+        try:
+            asyncio.get_running_loop().call_later(SETTLE_S, self.ask_again)
+        except RuntimeError:  # no event loop (a test driving the Board by hand)
+            self.ask_again()
+
+    def ask_again(self) -> None:
+        """Every booting rank's readiness, asked again until none changes: a loop, never a
+        recursion."""
+        changed, readied = True, False
+        while changed:
+            changed = False
+            for other in self.ranks:
+                if other.state == "booting" and self._ready_now(other):
+                    self.set_state(other, "ready")
+                    changed = readied = True
+        if readied:
             self._finish_boot_if_ready()
+
+    def _ready_now(self, info: RankInfo) -> bool:
+        return ready_now(info, engine(self.plan.engine),
+                         line_seen=self.checks.ready_seen(info.rank),
+                         head_line_seen=self.checks.ready_seen(0),
+                         head_ready=self.ranks[0].state == "ready")
 
     def _finish_boot_if_ready(self) -> None:
         if not all_ready(self.ranks):
             return
-        self.checks_changed([u for info in self.ranks for u in self.checks.finish(info.rank)])
-        if self.run is not None:
-            seconds = time.monotonic() - (self.boot_started or time.monotonic())
-            self.run.event("ready", seconds=round(seconds, 2))
+        self.formed = True
+        ended = [info.rank for info in self.ranks if info.rank not in self.checks.finished]
+        if ended:  # none: a reattach found this boot's end recorded already
+            self.end_checks(ended)
+            if self.run is not None:
+                seconds = time.monotonic() - (self.boot_started or time.monotonic())
+                self.run.event("ready", seconds=round(seconds, 2))
         self.changed.set()
 
     def end_boot(self, info: RankInfo) -> None:
         """The rank's boot is over without ready: what never showed has failed."""
-        self.checks_changed(self.checks.finish(info.rank))
+        self.end_checks([info.rank])
+
+    def end_checks(self, ranks: list[int]) -> None:
+        """These ranks' boots are over: what never showed has failed. Recorded in the run, so
+        a later attach reaches the same verdicts (``ended_boots``)."""
+        self.checks_changed([u for rank in ranks for u in self.checks.finish(rank)])
+        if self.run is not None and ranks:
+            self.run.event(BOOT_ENDED, ranks=ranks)

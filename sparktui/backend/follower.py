@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from sparktui.backend.board import Board
+from sparktui.backend.board import Board, ended_boots
 from sparktui.backend.events import ChecksChanged, LogBatch, NodeChanged
 from sparktui.backend.runtime import ContainerState, Runtime, RuntimeLost
 from sparktui.backend.transport import NodeError, Transport
@@ -22,6 +22,7 @@ from sparktui.core.runstore import Run, ts_epoch
 RECONNECT_FIRST_S = 0.5
 RECONNECT_MAX_S = 5.0
 POLL_S = 0.2  # a stream that ended while the container still runs is reopened after this
+CHECK_ADDED = "check-added"  # the run's event for a check the operator added
 
 
 class LogFollower:
@@ -100,9 +101,20 @@ class LogFollower:
 
     async def replay_checks(self, run: Run) -> None:
         """Evaluate the checks over what the run's files already hold (since each rank's last
-        restart); the files are read in a thread (hours of logs must not hold up the loop)."""
+        restart), with the checks the operator added, then end the boots that had ended: those
+        the run's events record (every rank ready, a rank failed or timed out) and those whose
+        container no longer runs. The verdicts are the live run's: a line decides its check
+        whether it came before or after the end. Files are read in a thread (hours of logs
+        must not hold up the loop)."""
         board = self.board
         checks = board.checks
+        gone = {i.rank for i in board.ranks if i.has_container and i.state in ("failed", "stopped")}
+        events = await asyncio.to_thread(run.events)
+        added = {(c.pattern, str(c.ranks)) for c in checks.checks if c.added}
+        for ev in events:
+            if ev.get("kind") == CHECK_ADDED and (ev.get("pattern"), str(ev.get("ranks"))) not in added:
+                with contextlib.suppress(ValueError, TypeError):
+                    checks.add("must_show", ev["pattern"], ev["ranks"], added=True)
         for info in board.ranks:
             restarted, batch = await asyncio.to_thread(run.log(info.rank).since_restart)
             if restarted:
@@ -110,6 +122,8 @@ class LogFollower:
             info.last_lines.extend(text for _, text in batch[-LAST_LINES:])
             checks.feed(info.rank, batch)
             board.apply_checks(info)
+        for rank in sorted(ended_boots(events, len(board.ranks)) | gone):
+            checks.finish(rank)
         board.emit(ChecksChanged([], checks.snapshot()))
 
     async def add_check(self, pattern: str, ranks: str | list[int]) -> tuple[Check, BootChecks]:
@@ -121,11 +135,15 @@ class LogFollower:
         check = checks.add("must_show", pattern, ranks, added=True)
         run = board.run
         if run is not None:
+            run.event(CHECK_ADDED, pattern=pattern, ranks=ranks)  # a reattach adds it again
             for info in board.ranks:
                 lines = (await asyncio.to_thread(run.log(info.rank).since_restart))[1]
                 if board.checks is not checks:
                     break  # a new run started meanwhile; its checks start over
                 checks.feed(info.rank, lines, only=check)
+            if board.checks is checks:  # a boot that ended: judged as the others were at its end
+                for rank in sorted(checks.finished):
+                    checks.finish(rank, only=check)
         board.emit(ChecksChanged([], checks.snapshot()))
         return check, checks.snapshot()
 
@@ -135,8 +153,12 @@ class LogFollower:
             self.board.set_state(info, "stopped", f"exit code {st.exit_code}")
             return
         tail = " | ".join(list(info.last_lines)[-3:])
-        self.board.set_state(info, "failed", f"exited with code {st.exit_code}: {tail}",
-                             ts_epoch(st.finished_at))
+        detail, when = f"exited with code {st.exit_code}: {tail}", ts_epoch(st.finished_at)
+        if info.state == "failed":  # failed already (its group fell, or a fatal line)
+            self.board.failed_on_its_own(info, detail, when)
+            self.board.end_boot(info)  # its container is gone: so is its boot
+            return
+        self.board.set_state(info, "failed", detail, when)
         self.board.end_boot(info)
 
     async def catch_up(self) -> None:

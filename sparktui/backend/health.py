@@ -1,51 +1,101 @@
-"""Health probes: ``/health`` on every rank, and on the head ``/v1/models`` naming the served
-model (an engine that answers before its model is loaded is not ready)."""
+"""Health probes: what the engine's adapter lists for a rank (``/health`` everywhere, and on an
+API rank ``/v1/models`` naming the served model: an engine that answers before its model is
+loaded is not ready), and their loop.
+
+A probe is sent from the rank's own node, through that node's SSH connection (a TCP channel
+opened on the node to ``127.0.0.1:<port>``; the local cluster connects directly): an engine's
+port need not be open to the operator's machine, and an engine bound to ``0.0.0.0`` or to the
+node's loopback answers there alike.
+
+Rate: a booting rank every ``HEALTH_BOOTING_S`` (ready is reported promptly), a ready one every
+``interval`` (``[health] interval``, 10 s by default) and only its first probe: each request is
+a line in the engine's access log. A rank that does not run (failed, stopped, restarting, not
+launched) or opens no port (a headless worker) is not probed and shows no code.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Mapping
 
 from sparktui.backend.board import Board
 from sparktui.backend.http import request
-from sparktui.core.ranks import BOOTING, RankInfo
+from sparktui.backend.transport import Transport
+from sparktui.core.cluster import HEALTH_BOOTING_S, HEALTH_INTERVAL_S
+from sparktui.core.engines import engine
+from sparktui.core.ranks import PROBED, RankInfo
 
-INTERVAL_S = 2.0
-INTERVAL_BOOTING_S = 0.5  # a booting rank is probed often: ready is reported promptly
 TIMEOUT_S = 2.0
+PROBE_HOST = "127.0.0.1"
+"""The engine's address as its own node sees it."""
 
 
 class HealthProber:
-    def __init__(self, board: Board) -> None:
+    def __init__(self, board: Board, transports: Mapping[str, Transport], *,
+                 interval: float = HEALTH_INTERVAL_S) -> None:
         self.board = board
+        self.transports = transports
+        self.interval = interval  # seconds between two probes of a ready rank
         self.closed = False
+        self._last: dict[int, float] = {}  # rank -> time.monotonic() of its last probe
 
-    @staticmethod
-    def host(info: RankInfo) -> str:
-        return "127.0.0.1" if info.node.local else info.node.host
+    def probed(self, info: RankInfo) -> bool:
+        """Whether the rank has an engine that may answer: running, and opening a port."""
+        return (info.state in PROBED and not info.removed
+                and self.board.plan.ranks[info.rank].serves_http)
 
     async def probe(self, info: RankInfo) -> int | None:
-        """The rank's health code; None when nothing answers."""
+        """The rank's health code; None when nothing answers or the rank is not probed."""
+        if not self.probed(info):
+            return None
         plan = self.board.plan
         port = plan.ranks[info.rank].port
+        probes = engine(plan.engine).probes(info.rank)
+        if info.state == "ready":
+            probes = probes[:1]  # readiness is settled: one request says the engine still answers
+        opener = self.transports[info.node.name].open_connection
         try:
-            res = await request(self.host(info), port, "/health", timeout=TIMEOUT_S)
-            if info.rank != 0 or res.status != 200:
-                return res.status
-            models = await request(self.host(info), port, "/v1/models", timeout=TIMEOUT_S)
-        except (OSError, asyncio.TimeoutError):
+            for p in probes:
+                res = await request(PROBE_HOST, port, p.path, timeout=TIMEOUT_S, opener=opener)
+                if res.status != 200:
+                    return res.status
+                if p.names_model and plan.served_model_name.encode() not in res.body:
+                    return 503
+        except (OSError, asyncio.TimeoutError):  # refused, or the SSH link is gone: try again later
             return None
-        if models.status != 200 or plan.served_model_name.encode() not in models.body:
-            return 503
         return 200
 
-    async def probe_all(self) -> None:
-        ranks = self.board.ranks
+    async def probe_ranks(self, ranks: list[RankInfo]) -> None:
         codes = await asyncio.gather(*(self.probe(i) for i in ranks))
         for info, code in zip(ranks, codes, strict=True):
             self.board.set_health(info, code)
 
+    async def probe_all(self) -> None:
+        """Every rank once, now (a status without a live loop)."""
+        await self.probe_ranks(list(self.board.ranks))
+
+    def period(self, info: RankInfo) -> float:
+        return self.interval if info.state == "ready" else HEALTH_BOOTING_S
+
+    def due(self, now: float) -> list[RankInfo]:
+        """The ranks to probe now; a rank that is not probed loses any code it still shows."""
+        out = []
+        for info in self.board.ranks:
+            if not self.probed(info):
+                self._last.pop(info.rank, None)
+                if info.health is not None:
+                    self.board.set_health(info, None)
+            elif now - self._last.get(info.rank, -1e9) >= self.period(info):
+                self._last[info.rank] = now
+                out.append(info)
+        return out
+
     async def loop(self) -> None:
+        """Probe what is due, then sleep until the next rank is, at most ``HEALTH_BOOTING_S``
+        (a rank that starts booting meanwhile is probed within that)."""
         while not self.closed:
-            await self.probe_all()
-            booting = any(r.state in BOOTING for r in self.board.ranks)
-            await asyncio.sleep(INTERVAL_BOOTING_S if booting else INTERVAL_S)
+            await self.probe_ranks(self.due(time.monotonic()))
+            wake = min((self._last[i.rank] + self.period(i) for i in self.board.ranks
+                        if i.rank in self._last), default=time.monotonic() + HEALTH_BOOTING_S)
+            await asyncio.sleep(min(HEALTH_BOOTING_S, max(0.05, wake - time.monotonic())))

@@ -1,12 +1,47 @@
 """A minimal asyncio HTTP/1.1 client for health probes and smoke requests (no extra dependency,
-never blocks the loop)."""
+never blocks the loop).
+
+Requests travel over whatever byte stream an ``Opener`` gives: a socket from this machine
+(``direct``), or a TCP connection opened on a node through its SSH connection
+(``Transport.open_connection``), so an engine is reached as its own node sees it.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
+
+
+class ByteReader(Protocol):
+    """What a request reads from (``asyncio.StreamReader`` and the SSH transport's channel)."""
+
+    async def read(self, n: int = -1, /) -> bytes: ...
+
+    async def readuntil(self, separator: bytes = b"\n", /) -> bytes: ...
+
+    async def readexactly(self, n: int, /) -> bytes: ...
+
+
+class ByteWriter(Protocol):
+    """What a request writes to (``asyncio.StreamWriter`` and the SSH transport's channel)."""
+
+    def write(self, data: bytes, /) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+Opener = Callable[[str, int], Awaitable[tuple[ByteReader, ByteWriter]]]
+"""Opens a TCP connection to ``(host, port)``; raises OSError when it cannot."""
+
+
+async def direct(host: str, port: int) -> tuple[ByteReader, ByteWriter]:
+    """A connection from this machine (the local cluster, and the default)."""
+    return await asyncio.open_connection(host, port)
 
 
 @dataclass(frozen=True)
@@ -19,11 +54,13 @@ class HttpResult:
 
 
 async def request(host: str, port: int, path: str, *, method: str = "GET",
-                  body: bytes | None = None, timeout: float = 3.0) -> HttpResult:
-    """One request with ``Connection: close``; raises OSError or TimeoutError on failure."""
+                  body: bytes | None = None, timeout: float = 3.0,
+                  opener: Opener = direct) -> HttpResult:
+    """One request with ``Connection: close`` over a connection from ``opener``; raises OSError
+    or TimeoutError on failure (the connection included: ``timeout`` bounds it all)."""
 
     async def go() -> HttpResult:
-        reader, writer = await asyncio.open_connection(host, port)
+        reader, writer = await opener(host, port)
         try:
             head = (f"{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n"
                     "Accept: application/json\r\n")
@@ -60,11 +97,11 @@ def _dechunk(data: bytes) -> bytes:
     return bytes(out)
 
 
-async def stream_lines(host: str, port: int, path: str, body: bytes,
-                       timeout: float = 60.0) -> AsyncIterator[tuple[int, bytes]]:
+async def stream_lines(host: str, port: int, path: str, body: bytes, timeout: float = 60.0,
+                       opener: Opener = direct) -> AsyncIterator[tuple[int, bytes]]:
     """POST and yield ``(status, line)`` for each line of the body as it arrives (SSE);
     decodes chunked transfer encoding incrementally."""
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    reader, writer = await asyncio.wait_for(opener(host, port), timeout)
     try:
         head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n"
                 f"Accept: text/event-stream\r\nContent-Type: application/json\r\n"

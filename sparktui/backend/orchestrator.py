@@ -22,7 +22,7 @@ from sparktui.backend.docker_runtime import DockerRuntime
 from sparktui.backend.doctor import Finding, doctor
 from sparktui.backend.events import Event, NodeChanged, NodeTelemetry, RunStarted
 from sparktui.backend.follower import LogFollower
-from sparktui.backend.health import HealthProber
+from sparktui.backend.health import PROBE_HOST, HealthProber
 from sparktui.backend.local_runtime import LocalRuntime
 from sparktui.backend.runtime import ContainerState, Runtime, RuntimeLost
 from sparktui.backend.smoke import SmokeResult, smoke
@@ -45,7 +45,10 @@ LaunchOrder = Literal["workers-first", "head-first", "parallel"]
 class Orchestrator:
     def __init__(self, recipe: Recipe, cluster: Cluster, plan: Plan, *, state_root: Path,
                  on_event: Callable[[Event], None] | None = None,
-                 launch_order: LaunchOrder = "workers-first") -> None:
+                 launch_order: LaunchOrder = "workers-first",
+                 health_interval: float | None = None) -> None:
+        """``health_interval``: seconds between probes of a ready rank when the cluster file
+        sets none (the console's config.toml); else the cluster's, else 10 s."""
         self.recipe = recipe
         self.cluster = cluster
         self.plan = plan
@@ -61,7 +64,9 @@ class Orchestrator:
         }
         self.board = Board(plan, self.nodes, self.emit)
         self.follower = LogFollower(self.board, self.runtimes, self.transports)
-        self.health = HealthProber(self.board)
+        self.health = HealthProber(
+            self.board, self.transports,
+            interval=cluster.health_interval or health_interval or cluster.probe_interval)
         self.boot = BootWatch(self.board)
         self.following = False
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -199,8 +204,10 @@ class Orchestrator:
 
     async def smoke(self, max_tokens: int = 64) -> SmokeResult:
         """One streamed chat completion to the head."""
-        return await smoke(self.health.host(self.ranks[0]), self.plan.ranks[0].port,
-                           self.plan.served_model_name, max_tokens=max_tokens)
+        head = self.ranks[0].node
+        return await smoke(PROBE_HOST, self.plan.ranks[0].port, self.plan.served_model_name,
+                           max_tokens=max_tokens, opener=self.transports[head.name].open_connection,
+                           shown_host=PROBE_HOST if head.local else head.host)
 
     async def refresh_health(self) -> None:
         """Probe every rank once (a status without a live follower)."""
@@ -233,6 +240,7 @@ class Orchestrator:
         run.event("up", plan_hash=self.plan.plan_hash, cluster=self.cluster.name)
         self.board.new_checks()
         self.board.changed.clear()
+        self.board.formed = False
         for info in self.ranks:
             info.new_launch()
         self._start_run(run, fresh=True)
@@ -252,11 +260,7 @@ class Orchestrator:
                     self.board.notice("error", r.error or f"{r.node}: staging failed")
                 return
         self.board.boot_started = time.monotonic()
-        head, workers = self.ranks[0], self.ranks[1:]
-        groups = {"workers-first": [workers, [head]], "head-first": [[head], workers],
-                  "parallel": [self.ranks]}[self.launch_order]
-        for group in groups:
-            await asyncio.gather(*(self._launch(info) for info in group))
+        await self._launch_in_order(self.ranks)
         self._start_background()
 
     async def _launch(self, info: RankInfo) -> None:
@@ -311,8 +315,22 @@ class Orchestrator:
 
     # -- actions ---------------------------------------------------------------------------
     async def restart(self, rank: int) -> None:
-        """Replace only this rank's container; its log goes on in the same run after a marker."""
-        info = self.ranks[rank]
+        """Replace only this rank's container; its log goes on in the same run after a marker.
+        In a group that had formed the other ranks are failed by it: see ``restart_group``."""
+        run = await self._own_run()
+        await self._replace([self.ranks[rank]], run, "by the operator")
+        self.start_following()  # the other ranks of the TP group may fall over: watch them too
+
+    async def restart_group(self, by: str = "by the operator") -> None:
+        """Replace every rank's container, in the same run: each log goes on after a marker,
+        every restart count goes up, the boot checks start over, workers start first."""
+        run = await self._own_run()
+        self.board.formed = False  # nothing is lost alone: every rank goes
+        await self._replace(self.ranks, run, f"with its group {by}")
+        self.start_following()
+
+    async def _own_run(self) -> Run:
+        """The run to act on (found by attaching if need be), locked by this process."""
         if self.run is None and not await self.attach(follow=False):
             raise RuntimeError("nothing is running for this recipe")
         run = self.run
@@ -320,24 +338,41 @@ class Orchestrator:
         if not run.try_lock():
             raise RuntimeError("another sparktui follows this run; restart from there")
         self.following = True
-        old = info.container_id
-        self.board.set_state(info, "restarting")
-        rt = self.runtimes[info.node.name]
-        if old:
-            info.stopping = True
-            await rt.stop(old, timeout=10)
-            await self.follower.drain(rank)  # what the old container still wrote
-            await rt.remove(old)
-            info.stopping = False
-        info.restarts += 1
-        run.event("restart", rank=rank, old=old)
-        self.follower.ingest(info, [(utc_now(), f"{MARKER}rank {rank} restarted by the operator "
-                                                f"(container {(old or '-')[:12]} replaced) ---")])
-        self.checks.reset(rank)
-        info.exit_code, info.health = None, None
+        return run
+
+    async def _replace(self, infos: list[RankInfo], run: Run, how: str) -> None:
+        async def stop(info: RankInfo) -> str | None:
+            old = info.container_id
+            self.board.set_state(info, "restarting")
+            if old and not info.removed:
+                rt = self.runtimes[info.node.name]
+                info.stopping = True
+                await rt.stop(old, timeout=10)
+                await self.follower.drain(info.rank)  # what the old container still wrote
+                await rt.remove(old)
+                info.stopping = False
+            return old
+
+        olds = await asyncio.gather(*(stop(info) for info in infos))
+        for info, old in zip(infos, olds, strict=True):
+            info.restarts += 1
+            run.event("restart", rank=info.rank, old=old, group=len(infos) > 1, how=how)
+            self.follower.ingest(info, [(utc_now(), f"{MARKER}rank {info.rank} restarted {how} "
+                                                    f"(container {(old or '-')[:12]} replaced) ---")])
+            self.checks.reset(info.rank)
+            info.exit_code, info.health = None, None
         self.board.boot_started = time.monotonic()
-        await self._launch(info)
-        self.start_following()  # the other ranks of the TP group may fall over: watch them too
+        self.board.changed.clear()
+        await self._launch_in_order(infos)
+
+    async def _launch_in_order(self, infos: list[RankInfo]) -> None:
+        """Workers first by default (the head's rendezvous waits for them), then the head."""
+        head = [i for i in infos if i.rank == 0]
+        workers = [i for i in infos if i.rank != 0]
+        groups = {"workers-first": [workers, head], "head-first": [head, workers],
+                  "parallel": [infos]}[self.launch_order]
+        for group in groups:
+            await asyncio.gather(*(self._launch(info) for info in group))
 
     async def down(self) -> None:
         """Stop and remove every rank's container (all nodes at once)."""

@@ -8,7 +8,7 @@ import json
 import time
 from dataclasses import dataclass
 
-from sparktui.backend.http import stream_lines
+from sparktui.backend.http import Opener, direct, stream_lines
 from sparktui.core.errors import SparkError
 
 PROMPT = "In one sentence: what does a tensor-parallel inference cluster do?"
@@ -29,19 +29,23 @@ class SmokeResult:
 
 
 async def smoke(host: str, port: int, model: str, *, max_tokens: int = 64,
-                timeout: float = 120.0) -> SmokeResult:
-    """Raises ``SparkError`` with one sentence when the endpoint is dead or answers nothing."""
+                timeout: float = 120.0, opener: Opener = direct, shown_host: str | None = None
+                ) -> SmokeResult:
+    """Raises ``SparkError`` with one sentence when the endpoint is dead or answers nothing.
+    ``opener`` connects (through the node's SSH connection for a remote head); ``shown_host``
+    names the head in messages."""
     body = json.dumps({"model": model, "stream": True, "max_tokens": max_tokens,
                        "messages": [{"role": "user", "content": PROMPT}],
                        "stream_options": {"include_usage": True}}).encode()
-    url = f"http://{host}:{port}/v1/chat/completions"
+    url = f"http://{shown_host or host}:{port}/v1/chat/completions"
     start = time.monotonic()
     first: float | None = None
     last = start
     pieces: list[str] = []
     usage_tokens: int | None = None
     try:
-        async for status, line in stream_lines(host, port, "/v1/chat/completions", body, timeout):
+        async for status, line in stream_lines(host, port, "/v1/chat/completions", body, timeout,
+                                                 opener=opener):
             if status != 200:
                 raise SparkError(f"smoke: {url} answered HTTP {status}: "
                                  f"{line.decode(errors='replace')[:200]}")

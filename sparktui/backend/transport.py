@@ -1,5 +1,6 @@
 """How sparktui reaches a node: one SSH connection (commands, SFTP, a tunnel to the node's
-Docker socket), or this machine directly for the local cluster.
+Docker socket, TCP connections opened on the node for health probes), or this machine directly
+for the local cluster.
 
 Commands are argument lists joined with ``shlex.join``: a recipe value never reaches a shell
 unquoted. Host keys are always checked against ``known_hosts``.
@@ -18,6 +19,7 @@ from typing import Protocol
 
 import asyncssh
 
+from sparktui.backend.http import ByteReader, ByteWriter
 from sparktui.core.cluster import Node
 from sparktui.core.errors import SparkError
 
@@ -57,6 +59,11 @@ class Transport(Protocol):
     async def put(self, local: Path, remote: str) -> None: ...
 
     async def docker_url(self) -> str: ...
+
+    async def open_connection(self, host: str, port: int) -> tuple[ByteReader, ByteWriter]:
+        """A TCP connection to ``host:port`` as the node sees it (an ``http.Opener``); raises
+        OSError when it cannot be opened."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -181,9 +188,70 @@ class SshTransport:
                                     f"{self.node.docker.socket}: {exc}") from None
             return f"tcp://127.0.0.1:{self._tunnel.get_port()}"
 
+    async def open_connection(self, host: str, port: int) -> tuple[ByteReader, ByteWriter]:
+        """A direct TCP channel from the node to ``host:port``, over the connection already
+        open: an engine's port need not be reachable from this machine, only from its node.
+        Never reconnects (the log follower does that); every failure is an OSError."""
+        conn = self._conn
+        if conn is None or conn.is_closed():
+            raise ConnectionError(f"{self.node.name}: no SSH connection")
+        try:
+            reader, writer = await conn.open_connection(host, port)
+        except asyncssh.Error as exc:  # ChannelOpenError: refused or unreachable on the node
+            raise ConnectionError(f"{self.node.name}: {host}:{port}: {exc.reason}") from None
+        channel = _Channel(self.node.name, reader, writer)
+        return channel, channel
+
     async def close(self) -> None:
         async with self._lock:
             await self._drop()
+
+
+class _Channel:
+    """A direct TCP channel whose failures (the SSH link lost mid-request) are OSErrors, as a
+    socket's are, so callers need to know nothing of asyncssh."""
+
+    def __init__(self, node: str, reader: asyncssh.SSHReader[bytes],
+                 writer: asyncssh.SSHWriter[bytes]) -> None:
+        self._node = node
+        self._reader = reader
+        self._writer = writer
+
+    def _lost(self, exc: asyncssh.Error) -> ConnectionError:
+        return ConnectionError(f"{self._node}: {exc.reason}")
+
+    async def read(self, n: int = -1, /) -> bytes:
+        try:
+            return await self._reader.read(n)
+        except asyncssh.Error as exc:
+            raise self._lost(exc) from None
+
+    async def readuntil(self, separator: bytes = b"\n", /) -> bytes:
+        try:
+            return await self._reader.readuntil(separator)
+        except asyncssh.Error as exc:
+            raise self._lost(exc) from None
+
+    async def readexactly(self, n: int, /) -> bytes:
+        try:
+            return await self._reader.readexactly(n)
+        except asyncssh.Error as exc:
+            raise self._lost(exc) from None
+
+    def write(self, data: bytes, /) -> None:
+        try:
+            self._writer.write(data)
+        except asyncssh.Error as exc:
+            raise self._lost(exc) from None
+
+    async def drain(self) -> None:
+        try:
+            await self._writer.drain()
+        except asyncssh.Error as exc:
+            raise self._lost(exc) from None
+
+    def close(self) -> None:
+        self._writer.close()
 
 
 class LocalTransport:
@@ -234,6 +302,10 @@ class LocalTransport:
 
     async def docker_url(self) -> str:
         return f"unix://{self.node.docker.socket}"
+
+    async def open_connection(self, host: str, port: int) -> tuple[ByteReader, ByteWriter]:
+        """This machine is the node: a plain socket."""
+        return await asyncio.open_connection(host, port)
 
     async def close(self) -> None:
         return None

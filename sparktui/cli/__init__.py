@@ -13,7 +13,7 @@ from rich.text import Text
 
 from sparktui import __version__
 from sparktui.catalog import load_catalog
-from sparktui.cli import render
+from sparktui.cli import exits, render
 from sparktui.config import recipes_dirs, resolve_cluster
 from sparktui.core.cluster import Cluster
 from sparktui.core.errors import ConfigError, Problem, SparkError
@@ -140,6 +140,10 @@ def parser() -> argparse.ArgumentParser:
     from sparktui.cli import ops  # imports the backend only when a command needs it
 
     ops.add_parsers(sub, _common)
+    from sparktui.cli import completion, watch
+
+    watch.add_parser(sub, _common)
+    completion.add_parser(sub)
 
     p = sub.add_parser("schema", help="print the JSON Schema of the recipe format")
     p.set_defaults(func=cmd_schema)
@@ -154,17 +158,22 @@ def _console(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["__complete"]:  # asked by the shell at every tab: no parser, no recipes loaded
+        from sparktui.cli.completion import complete
+
+        return complete(words[1:])
     ap = parser()
     args = ap.parse_args(argv)
     func: Handler = getattr(args, "func", _console)
     try:
         return func(args)
-    except ConfigError as exc:
+    except ConfigError as exc:  # a recipe or cluster that cannot be used: nothing was tried
         err.print(render.problems(exc.problems))
-        return 1
+        return exits.USAGE
     except SparkError as exc:
         err.print(Text.assemble(("error:", "bold red"), f" {exc}"))  # verbatim: no markup in exc
-        return 1
+        return exits.USAGE if isinstance(exc, exits.UsageError) else exits.FAILED
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # sparktui ... | head

@@ -17,7 +17,8 @@ from rich.text import Text
 
 from sparktui.backend.events import Event, LogBatch, NodeChanged, Notice, RankChanged, StagingProgress
 from sparktui.backend.orchestrator import LaunchOrder, Orchestrator
-from sparktui.cli import render
+from sparktui.backend.watchdog import summary as watchdog_summary
+from sparktui.cli import exits, render
 from sparktui.cli.render import STATE_STYLE
 from sparktui.config import state_dir
 from sparktui.core.errors import SparkError
@@ -94,14 +95,36 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _print_failures(orch: Orchestrator) -> None:
+    """Why a waited boot did not come up: the first rank to fail, every rank not ready, every
+    failed check (details and patterns are outside text: printed as text, never markup)."""
     failed = orch.failures()
     if failed:
         first = failed[0]
-        err.print(f"[red]first failure[/red]: rank {first.rank} ({first.node.name})")
+        err.print(Text.assemble(("first failure", "red"), f": rank {first.rank} ({first.node.name})"))
+    elif not all(r.state == "ready" for r in orch.ranks):
+        err.print(Text.assemble(("boot timed out", "red"),
+                                f": not every rank ready after {orch.plan.boot.timeout_s:g} s"))
     for info in failed + [r for r in orch.ranks if r.state not in ("ready", "failed")]:
-        err.print(f"rank {info.rank} ({info.node.name}): {info.state} {info.detail}")
-    for check in orch.checks.failed_checks():
-        err.print(f"[red]check failed[/red] ({check.kind}, ranks {check.ranks}): {check.pattern}")
+        err.print(Text(f"rank {info.rank} ({info.node.name}): {info.state} {info.detail}"))
+    for line in render.check_failures(orch.checks):
+        err.print(line)
+    if failed and any(r.has_container for r in orch.ranks):
+        err.print(Text(f"the whole group back, same run: sparktui restart {orch.recipe.slug} --group"))
+
+
+def _verdict(orch: Orchestrator, ready: bool) -> int:
+    """The exit code of a waited boot (``up``/``restart --wait``): ``OK`` every rank ready and
+    every check passed; ``CHECKS`` ready but a check failed (each named, with the ranks where
+    it failed); ``FAILED`` a rank failed or the boot timed out."""
+    if not ready:
+        _print_failures(orch)
+        return exits.FAILED
+    out.print(Text.assemble(("ready", "green"), f": {len(orch.ranks)} ranks, "
+                                                f"{render.checks_count(orch.checks)}"))
+    failures = render.check_failures(orch.checks)
+    for line in failures:
+        err.print(line)
+    return exits.CHECKS if failures else exits.OK
 
 
 def cmd_stage(args: argparse.Namespace) -> int:
@@ -170,22 +193,14 @@ def cmd_up(args: argparse.Namespace) -> int:
             unreachable = await orch.connect()
             if unreachable:
                 for reason in unreachable.values():
-                    err.print(f"[red]error[/red]: {reason}")
-                return 1
+                    err.print(Text.assemble(("error", "red"), f": {reason}"))
+                return exits.FAILED
             await orch.up()
             assert orch.run is not None
             err.print(f"run {orch.run.id} · logs in {orch.run.dir}")
             if not args.wait:
                 return 0 if not any(r.state == "failed" for r in orch.ranks) else 1
-            ok = await orch.wait(orch.plan.boot.timeout_s + 5)
-            summary = orch.status()
-            passed = sum(1 for c in orch.checks.checks if orch.checks.overall(c) == "passed")
-            if ok:
-                out.print(f"[green]ready[/green]: {len(summary)} ranks, {passed}/"
-                          f"{len(orch.checks.checks)} checks passed")
-                return 0
-            _print_failures(orch)
-            return 1
+            return _verdict(orch, await orch.wait(orch.plan.boot.timeout_s + 5))
     return _run(go())
 
 
@@ -217,6 +232,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                 print(json.dumps({
                     "recipe": orch.recipe.slug, "run": orch.run.id if orch.run else None,
                     "plan_hash": orch.plan.plan_hash, "ranks": rows,
+                    "checks": render.checks_json(orch.checks),
+                    "watchdog": watchdog_summary(orch.run, orch.recipe.spec.restart),
                     "nodes": [{"node": t.node, "status": t.status, "detail": t.detail,
                                "warnings": t.warnings,
                                "sample": t.sample.to_json() if t.sample else None} for t in nodes],
@@ -224,8 +241,18 @@ def cmd_status(args: argparse.Namespace) -> int:
                 return 0
             out.print(render.status_table(
                 f"{orch.recipe.title} · run {orch.run.id if orch.run else '-'}", rows))
+            if orch.run is not None:
+                out.print(Text(f"boot checks: {render.checks_count(orch.checks)}"))
+                for line in render.check_failures(orch.checks):
+                    out.print(line)
             for line in render.node_lines(nodes):
                 out.print(line)
+            dog = watchdog_summary(orch.run, orch.recipe.spec.restart)
+            if dog:
+                out.print(Text(dog))
+            if orch.failures() and any(r.has_container for r in orch.ranks):
+                out.print(Text(f"the whole group back, same run: sparktui restart "
+                               f"{orch.recipe.slug} --group"))
             return 0
     return _run(go())
 
@@ -305,19 +332,23 @@ def cmd_restart(args: argparse.Namespace) -> int:
     async def go() -> int:
         async with _opened(args, attach=True) as orch:
             orch.subscribe(EventPrinter())  # after attaching: what it finds is not news
-            if not 0 <= args.rank < len(orch.ranks):
-                raise SparkError(f"rank {args.rank} does not exist (0-{len(orch.ranks) - 1})")
-            if orch.ranks[args.rank].container_id is None:
-                raise SparkError(f"rank {args.rank} has no container; start the recipe with up")
             started = time.monotonic()
-            await orch.restart(args.rank)
-            err.print(f"rank {args.rank} replaced in {time.monotonic() - started:.1f} s")
+            if args.group:
+                if not any(info.has_container for info in orch.ranks):
+                    raise SparkError("nothing of this recipe has a container; start it with up")
+                await orch.restart_group()
+                err.print(f"every rank replaced in {time.monotonic() - started:.1f} s")
+            else:
+                if not 0 <= args.rank < len(orch.ranks):
+                    raise exits.UsageError(f"rank {args.rank} does not exist "
+                                           f"(0-{len(orch.ranks) - 1})")
+                if not orch.ranks[args.rank].has_container:
+                    raise SparkError(f"rank {args.rank} has no container; start the recipe with up")
+                await orch.restart(args.rank)
+                err.print(f"rank {args.rank} replaced in {time.monotonic() - started:.1f} s")
             if args.wait:
-                ok = await orch.wait(orch.plan.boot.timeout_s + 5)
-                if not ok:
-                    _print_failures(orch)
-                    return 1
-            return 0
+                return _verdict(orch, await orch.wait(orch.plan.boot.timeout_s + 5))
+            return exits.OK
     return _run(go())
 
 
@@ -367,9 +398,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p.add_argument("--timestamps", "-t", action="store_true")
     p.set_defaults(func=cmd_logs)
 
-    p = sub.add_parser("restart", help="replace one rank's container; the others keep running")
+    p = sub.add_parser("restart", help="replace one rank's container (--rank N) or every rank's "
+                                       "(--group), in the same run")
     common(p)
-    p.add_argument("--rank", type=int, required=True)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--rank", type=int, help="this rank only (a formed TP group fails with it)")
+    which.add_argument("--group", action="store_true",
+                       help="every rank of the group: stopped, then launched again, workers first")
     p.add_argument("--wait", action="store_true")
     p.set_defaults(func=cmd_restart)
 

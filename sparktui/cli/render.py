@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sparktui.catalog import RecipeInfo
+from sparktui.core.checks import BootChecks, Check
 from sparktui.core.errors import Problem
 from sparktui.core.plan import Plan, RankPlan
 from sparktui.core.secrets import mask_env
@@ -177,6 +178,66 @@ def status_table(title: str, rows: Sequence[dict[str, object]]) -> Table:
                       Text(f"{checks['passed']}/{total}{failed}"), Text(str(r["health"] or "-")),
                       Text(str(r["restarts"])), Text(str(r["detail"])))
     return table
+
+
+def ranks_text(ranks: str | list[int]) -> str:
+    """A check's ``ranks`` as the recipe writes it: ``any``, ``all`` or ``0,2``."""
+    return ranks if isinstance(ranks, str) else ",".join(map(str, ranks))
+
+
+def checks_count(checks: BootChecks) -> str:
+    """``11/11 checks passed``, or with what failed and what is still pending."""
+    states = [checks.overall(c) for c in checks.checks]
+    text = f"{states.count('passed')}/{len(states)} checks passed"
+    for state in ("failed", "pending"):
+        if states.count(state):
+            text += f", {states.count(state)} {state}"
+    return text
+
+
+def failed_on(checks: BootChecks, check: Check) -> list[int]:
+    """The ranks where ``check`` failed: its line never appeared there (or, for a
+    must-not-show line, it did)."""
+    return sorted(r for (cid, r), st in checks.status.items()
+                  if cid == check.id and st.state == "failed")
+
+
+def check_failures(checks: BootChecks) -> list[Text]:
+    """One line per failed check: its kind, the ranks it asks for, its pattern, and where it
+    failed (for a must-not-show line, the line that appeared). Patterns and log lines are
+    outside text: plain ``Text``, never markup."""
+    lines = []
+    for check in checks.failed_checks():
+        ranks = failed_on(checks, check)
+        text = Text.assemble(("check failed", "bold red"),
+                             f": {check.kind} (ranks {ranks_text(check.ranks)}): ", (check.pattern, "bold"))
+        if check.kind == "must_not_show":
+            seen = [st.match for (cid, _r), st in sorted(checks.status.items())
+                    if cid == check.id and st.state == "failed" and st.match is not None]
+            text.append(" · appeared on " + "; ".join(
+                f"rank {m.rank} line {m.line_no}: {m.text}" for m in seen))
+        else:
+            text.append(f" · never appeared on rank{'s' if len(ranks) > 1 else ''} "
+                        f"{', '.join(map(str, ranks))}")
+        lines.append(text)
+    return lines
+
+
+def checks_json(checks: BootChecks) -> list[dict[str, object]]:
+    """Every check for ``status --json``: what it asks (kind, pattern, ranks), its verdict, the
+    ranks where it failed and, per rank, its state and the line that decided it."""
+    out: list[dict[str, object]] = []
+    for check in checks.checks:
+        per_rank = []
+        for (cid, rank), st in sorted(checks.status.items()):
+            if cid == check.id:
+                per_rank.append({"rank": rank, "state": st.state,
+                                 "line": st.match.line_no if st.match else None,
+                                 "text": st.match.text if st.match else None})
+        out.append({"id": check.id, "kind": check.kind, "pattern": check.pattern,
+                    "ranks": check.ranks, "added": check.added, "state": checks.overall(check),
+                    "failed_on": failed_on(checks, check), "per_rank": per_rank})
+    return out
 
 
 def node_lines(nodes: Sequence[NodeTelemetry]) -> list[Text]:

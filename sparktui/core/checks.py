@@ -132,12 +132,13 @@ class BootChecks:
                     updates.append(CheckUpdate(check, rank, "passed", st.match))
         return updates
 
-    def finish(self, rank: int) -> list[CheckUpdate]:
+    def finish(self, rank: int, only: Check | None = None) -> list[CheckUpdate]:
         """The rank's boot is over (ready, failed or timed out): what never showed has failed;
-        must-not-show lines that never appeared have passed."""
+        must-not-show lines that never appeared have passed. ``only``: that check alone (one
+        added after the boot ended is judged as the others were at its end)."""
         self.finished.add(rank)
         updates = []
-        for check in self.checks:
+        for check in [only] if only else self.checks:
             st = self.status.get((check.id, rank))
             if st is None or st.state != "pending":
                 continue

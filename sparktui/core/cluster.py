@@ -11,14 +11,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from sparktui.core.errors import ClusterError
 from sparktui.core.tomlsource import TomlSource, parse_toml, read_toml
+from sparktui.core.units import parse_duration
 from sparktui.core.validation import StrictModel, problems_from
 
 LOCAL_CLUSTER_NAME = "local"
 LOCAL_HEAD = "127.0.0.1"
+HEALTH_INTERVAL_S = 10.0
+"""How often a ready rank is probed unless ``[health] interval`` says otherwise (a booting rank:
+every ``HEALTH_BOOTING_S``). Each probe is a line in the engine's access log."""
+HEALTH_BOOTING_S = 1.0
 
 
 class SshSettings(StrictModel):
@@ -56,6 +61,25 @@ class DockerOverride(StrictModel):
     ulimits: dict[str, int] | None = None
 
 
+class HealthSettings(StrictModel):
+    """The health probes (sent through each node's SSH connection, to the engine's port)."""
+
+    interval: str | int | float | None = Field(
+        default=None, description='How often a ready rank is probed, e.g. "10s" (default 10s)')
+
+    @field_validator("interval")
+    @classmethod
+    def _interval(cls, value: str | int | float | None) -> str | int | float | None:
+        if value is not None and parse_duration(value) < HEALTH_BOOTING_S:
+            raise ValueError(f"must be at least {HEALTH_BOOTING_S:g}s (a booting rank is probed "
+                             "every second already)")
+        return value
+
+    @property
+    def interval_s(self) -> float | None:
+        return parse_duration(self.interval) if self.interval is not None else None
+
+
 class NodeSpec(StrictModel):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     host: str = Field(description='SSH address, "host" or "host:port"')
@@ -77,6 +101,7 @@ class ClusterSpec(StrictModel):
     dist_init_port: int = Field(default=25000, ge=1, le=65535)
     ssh: SshSettings = Field(default_factory=SshSettings)
     docker: DockerSettings = Field(default_factory=DockerSettings)
+    health: HealthSettings = Field(default_factory=HealthSettings)
     nodes: list[NodeSpec] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -112,6 +137,12 @@ class Cluster:
     dist_init_port: int
     nodes: tuple[Node, ...]
     path: Path | None = None
+    health_interval: float | None = None  # [health] interval in seconds; None: not set here
+
+    @property
+    def probe_interval(self) -> float:
+        """Seconds between two probes of a ready rank."""
+        return self.health_interval if self.health_interval is not None else HEALTH_INTERVAL_S
 
     @property
     def is_local(self) -> bool:
@@ -147,7 +178,7 @@ def _resolve(spec: ClusterSpec, path: Path | None) -> Cluster:
             local=spec.kind == "local",
         ))
     return Cluster(name=spec.name, kind=spec.kind, dist_init_port=spec.dist_init_port,
-                   nodes=tuple(nodes), path=path)
+                   nodes=tuple(nodes), path=path, health_interval=spec.health.interval_s)
 
 
 def cluster_from_source(source: TomlSource) -> Cluster:

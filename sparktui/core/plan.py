@@ -13,14 +13,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sparktui.core.cluster import Cluster, Node
+from sparktui.core.engines import FATAL_LINES, Launch, engine
 from sparktui.core.placeholders import substitute
-from sparktui.core.recipe import (
-    FATAL_LINES,
-    HF_CACHE_IN_CONTAINER,
-    READY_LINES,
-    CheckSpec,
-    Recipe,
-)
+from sparktui.core.recipe import HF_CACHE_IN_CONTAINER, CheckSpec, Recipe
 from sparktui.core.secrets import mask_env
 from sparktui.core.units import parse_size
 
@@ -77,6 +72,7 @@ class RankPlan:
     host: str
     port: int
     container: ContainerSpec
+    serves_http: bool = True  # False: a headless worker that opens no port (nothing to probe)
 
     def docker_run(self, show_secrets: bool = False) -> str:
         return docker_run_line(self.container, show_secrets=show_secrets)
@@ -89,6 +85,7 @@ class RankPlan:
             "port": self.port,
             "container": self.container.to_json(show_secrets),
             "docker_run": self.docker_run(show_secrets),
+            "serves_http": self.serves_http,
         }
 
 
@@ -152,6 +149,7 @@ class Plan:
     staging: list[StagingPlan]
     boot: BootPlan
     plan_hash: str = field(default="")
+    distributed_backend: str = "mp"
 
     @property
     def world(self) -> int:
@@ -161,6 +159,7 @@ class Plan:
         return {
             "recipe": {"name": self.recipe_name, "slug": self.recipe_slug,
                        "path": self.recipe_path, "engine": self.engine,
+                       "distributed_backend": self.distributed_backend,
                        "model": self.model, "served_model_name": self.served_model_name},
             "cluster": {"name": self.cluster_name, "local": self.cluster_local},
             "plan_hash": self.plan_hash,
@@ -201,21 +200,13 @@ def docker_run_line(c: ContainerSpec, show_secrets: bool = False) -> str:
 
 
 def rank_flags(recipe: Recipe, rank: int, cluster: Cluster, port: int) -> list[str]:
-    """The flags the launcher appends to ``args`` for ``rank`` (docs/design.md, "Recipe schema")."""
+    """The flags the launcher appends to ``args`` for ``rank``: the engine adapter's rule
+    (``core/engines``), fed from the recipe and the cluster."""
     spec = recipe.spec
-    n = spec.required_nodes
-    head = cluster.head.fabric_ip
-    dist = str(cluster.dist_init_port)
-    if spec.engine == "sglang":
-        return ["--model-path", spec.model, "--nnodes", str(n), "--node-rank", str(rank),
-                "--dist-init-addr", f"{head}:{dist}", "--host", "0.0.0.0", "--port", str(port)]
-    flags = ["--model", spec.model, "--host", "0.0.0.0", "--port", str(port)]
-    if spec.distributed_backend == "mp" and n > 1:
-        flags += ["--nnodes", str(n), "--node-rank", str(rank),
-                  "--master-addr", head, "--master-port", dist]
-        if rank > 0:
-            flags.append("--headless")
-    return flags
+    return engine(spec.engine).rank_flags(Launch(
+        model=spec.model, nnodes=spec.required_nodes, rank=rank, head_addr=cluster.head.fabric_ip,
+        dist_port=cluster.dist_init_port, port=port, distributed_backend=spec.distributed_backend,
+    ))
 
 
 def served_model_name(recipe: Recipe) -> str:
@@ -281,7 +272,7 @@ def _boot(recipe: Recipe) -> BootPlan:
     if boot.engine_fatal:
         fatal += [line for line in FATAL_LINES if line not in fatal]
     return BootPlan(
-        ready=boot.ready or READY_LINES[recipe.spec.engine],
+        ready=boot.ready or engine(recipe.spec.engine).ready_line,
         ready_ranks=[0],
         timeout_s=boot.timeout_s,
         must_show=must_show,
@@ -289,12 +280,17 @@ def _boot(recipe: Recipe) -> BootPlan:
     )
 
 
+UNHASHED_RANK_KEYS = frozenset({"serves_http"})
+"""Rank facts derived from the engine, not part of what runs: leaving them out keeps the hash
+of a running cluster the same when sparktui learns something new about its engine."""
+
+
 def plan_hash(plan_json: dict[str, Any]) -> str:
     """Stable over everything that decides what runs; 12 hex digits are plenty to compare."""
-    canonical = json.dumps(
-        {k: plan_json[k] for k in ("ranks", "staging", "boot")},
-        sort_keys=True, separators=(",", ":"),
-    )
+    hashed = {k: plan_json[k] for k in ("ranks", "staging", "boot")}
+    hashed["ranks"] = [{k: v for k, v in r.items() if k not in UNHASHED_RANK_KEYS}
+                       for r in hashed["ranks"]]
+    canonical = json.dumps(hashed, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
@@ -307,6 +303,7 @@ def build_plan(recipe: Recipe, cluster: Cluster) -> Plan:
     """Resolve ``recipe`` on ``cluster``. The caller checks the cluster is large enough (lints)."""
     spec = recipe.spec
     world = spec.required_nodes
+    rules = engine(spec.engine)
     if world > len(cluster.nodes):
         raise ValueError(f"cluster {cluster.name!r} has {len(cluster.nodes)} nodes, need {world}")
     ranks: list[RankPlan] = []
@@ -315,7 +312,8 @@ def build_plan(recipe: Recipe, cluster: Cluster) -> Plan:
         node = cluster.nodes[rank]
         port = spec.api_port + node.port_offset
         ranks.append(RankPlan(rank, node.name, node.host, port,
-                              _container(recipe, cluster, node, rank, port)))
+                              _container(recipe, cluster, node, rank, port),
+                              serves_http=rules.serves_http(rank, world, spec.distributed_backend)))
         values = _placeholder_values(recipe, cluster, node, rank)
         for job in spec.staging:
             staging.append(StagingPlan(
@@ -331,6 +329,7 @@ def build_plan(recipe: Recipe, cluster: Cluster) -> Plan:
         served_model_name=served_model_name(recipe), port=spec.api_port,
         cluster_name=cluster.name, cluster_local=cluster.is_local,
         ranks=ranks, staging=staging, boot=_boot(recipe),
+        distributed_backend=spec.distributed_backend,
     )
     digest = plan_hash(plan.to_json(show_secrets=True))
     for r in ranks:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 from sparktui.core.cluster import Node
+from sparktui.core.engines import Engine, ReadyFacts
 
 RankState = Literal["pending", "staging", "creating", "booting", "ready", "failed", "stopped",
                     "restarting"]
@@ -24,6 +25,11 @@ SETTLED: frozenset[RankState] = frozenset({"ready", "failed", "stopped"})
 
 BOOTING: frozenset[RankState] = frozenset({"creating", "booting"})
 """States in which a fatal line or the boot budget fails the rank."""
+
+PROBED: frozenset[RankState] = frozenset({"booting", "ready"})
+"""States in which a rank's engine runs and may answer its health probe. In any other state
+(failed, stopped, restarting, not launched yet) a rank shows no health code: an old one would
+claim an engine that is gone."""
 
 # From a settled state a new launch starts over: staging (when the recipe stages data) or creating.
 _RELAUNCH: frozenset[RankState] = frozenset({"staging", "creating", "restarting"})
@@ -80,6 +86,7 @@ class RankInfo:
     stopping: bool = False  # our own stop: an exit is "stopped", not "failed"
     removed: bool = False  # down removed the container: nothing left to restart or stop
     failed_at: float | None = None  # epoch; the first rank to fail is usually the cause
+    probed: bool = False  # its HTTP was asked since this launch: health None = nothing answers
 
     @property
     def settled(self) -> bool:
@@ -103,13 +110,13 @@ class RankInfo:
         elif state in BOOTING:
             self.failed_at = None
         if state in ("creating", "restarting"):
-            self.removed = False
+            self.removed = self.probed = False
         return True
 
     def observe(self, container_id: str, running: bool, exit_code: int | None) -> None:
         """What attach found: a running container boots until shown ready; an exited one
         failed unless it exited cleanly."""
-        self.container_id, self.removed = container_id, False
+        self.container_id, self.removed, self.probed = container_id, False, False
         if running:
             self.state, self.detail = "booting", ""
             return
@@ -120,7 +127,7 @@ class RankInfo:
     def new_launch(self) -> None:
         """A new run: what the last one left (exit code, health, container, lines) is gone."""
         self.exit_code, self.health, self.container_id = None, None, None
-        self.removed = False
+        self.removed = self.probed = False
         self.last_lines.clear()
 
     def snapshot(self) -> RankSnapshot:
@@ -129,14 +136,15 @@ class RankInfo:
                             self.has_container, self.failed_at)
 
 
-def ready_now(info: RankInfo, *, line_seen: bool, head_line_seen: bool) -> bool:
-    """The readiness rule for a booting rank: its own ready line (the head prints it), or
-    ``/health`` answering 200, which on the head also needs the head's ready line."""
+def ready_now(info: RankInfo, engine: Engine, *, line_seen: bool, head_line_seen: bool,
+              head_ready: bool) -> bool:
+    """Whether a booting rank is ready now, by its engine's rule (``Engine.ready``): only a
+    booting rank becomes ready, so one that exited (failed or stopped) never does."""
     if info.state != "booting":
         return False
-    if line_seen:
-        return True
-    return info.health == 200 and (info.rank != 0 or head_line_seen)
+    return engine.ready(ReadyFacts(rank=info.rank, running=True, health=info.health,
+                                   line_seen=line_seen, head_ready=head_ready,
+                                   head_line_seen=head_line_seen, probed=info.probed))
 
 
 _R = TypeVar("_R", RankInfo, RankSnapshot)

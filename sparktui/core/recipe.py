@@ -21,6 +21,7 @@ from pydantic import (
     WithJsonSchema,
 )
 
+from sparktui.core import engines
 from sparktui.core.errors import Problem, RecipeError
 from sparktui.core.patterns import compile_pattern
 from sparktui.core.placeholders import PLACEHOLDERS, names_in, walk_strings
@@ -28,33 +29,12 @@ from sparktui.core.tomlsource import TomlSource, parse_toml, read_toml
 from sparktui.core.units import DURATION_PATTERN, SIZE_PATTERN, parse_duration, parse_size
 from sparktui.core.validation import StrictModel, problems_from, suggest
 
-Engine = Literal["sglang", "vllm"]
+EngineName = Literal["sglang", "vllm"]
+"""A recipe's ``engine``: the names of ``core.engines.ENGINES`` (a test keeps them equal). Each
+engine's ready line, default port and launcher-owned flags live in its adapter."""
 
-READY_LINES: dict[str, str] = {
-    "sglang": "The server is fired up and ready to roll!",
-    "vllm": "Application startup complete.",
-}
-
-# Lines after which a rank will not come up; checked unless ``[boot] engine_fatal = false``.
-FATAL_LINES: tuple[str, ...] = (
-    "Traceback (most recent call last):",
-    "Watchdog caught collective operation timeout",
-    "NCCL error",
-    "torch.OutOfMemoryError: CUDA out of memory",
-    "TCPStore ... Failed to recv",
-    "EngineDeadError",
-)
-
-DEFAULT_PORTS: dict[str, int] = {"sglang": 30000, "vllm": 8000}
-
-# Flags the launcher appends per rank; a recipe that sets them in ``args`` is an error.
-LAUNCHER_FLAGS: dict[str, tuple[str, ...]] = {
-    "sglang": ("--model-path", "--nnodes", "--node-rank", "--dist-init-addr", "--host", "--port"),
-    "vllm": (
-        "--model", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless",
-        "--host", "--port",
-    ),
-}
+SUPPORTED_BACKENDS = ("mp",)
+"""``distributed_backend`` values the launcher implements; ``ray`` parses but is refused."""
 
 HF_CACHE_IN_CONTAINER = "/root/.cache/huggingface"
 
@@ -171,10 +151,31 @@ class Boot(StrictModel):
         return parse_duration(self.timeout)
 
 
+class RestartPolicy(StrictModel):
+    """The restart watchdog (``sparktui watch`` or an open console): when a rank fails after
+    the group was ready, or the smoke request fails twice in a row, the whole group is
+    restarted, at most ``max`` times per ``window``."""
+
+    policy: Literal["off", "group"] = Field(default="off",
+                                            description='"group": restart the whole group')
+    max: int = Field(default=3, ge=1, le=100, description="Restarts allowed per window")
+    window: Duration = Field(default="6h", description="The window the restarts are counted in")
+    smoke_every: Duration | None = Field(
+        default=None, description="Also send a smoke request this often as a liveness check")
+
+    @property
+    def window_s(self) -> float:
+        return parse_duration(self.window)
+
+    @property
+    def smoke_every_s(self) -> float | None:
+        return parse_duration(self.smoke_every) if self.smoke_every else None
+
+
 class RecipeSpec(StrictModel):
     """The recipe file's schema."""
 
-    engine: Engine
+    engine: EngineName
     name: str | None = Field(default=None, description="Display name (default: folder name)")
     docker_image: str
     docker_image_dir: str | None = Field(default=None, description="Build context (informational)")
@@ -191,10 +192,11 @@ class RecipeSpec(StrictModel):
     extra_mounts: list[Mount] = Field(default_factory=list)
     staging: list[StagingJob] = Field(default_factory=list)
     boot: Boot = Field(default_factory=Boot)
+    restart: RestartPolicy = Field(default_factory=RestartPolicy)
 
     @property
     def api_port(self) -> int:
-        return self.port if self.port is not None else DEFAULT_PORTS[self.engine]
+        return self.port if self.port is not None else engines.engine(self.engine).default_port
 
 
 @dataclass(frozen=True)
@@ -240,7 +242,14 @@ def _placeholder_problems(source: TomlSource) -> list[Problem]:
 
 def _semantic_problems(spec: RecipeSpec, source: TomlSource) -> list[Problem]:
     problems: list[Problem] = []
-    owned = LAUNCHER_FLAGS[spec.engine]
+    if spec.distributed_backend not in SUPPORTED_BACKENDS:
+        problems.append(source.problem(
+            ("distributed_backend",),
+            f"{spec.distributed_backend!r} is not supported yet: sparktui launches every rank "
+            "with the engine's own multi-node flags; remove the key or set it to \"mp\"",
+            code="unsupported",
+        ))
+    owned = engines.engine(spec.engine).launcher_flags
     for i, token in enumerate(spec.args):
         name = flag_name(token)
         if name in owned:

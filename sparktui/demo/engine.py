@@ -1,9 +1,17 @@
-"""sparktui demo engine: a fake SGLang rank (not a real model) for testing a launcher for real.
+"""sparktui demo engine: a fake SGLang or vLLM rank (not a real model) for testing a launcher for real.
 
 Run one process (or container) per rank, exactly as a launcher runs ``sglang.launch_server``::
 
     python3 -m sparktui.demo.engine --model-path M --nnodes N --node-rank R \\
         --dist-init-addr HOST:PORT --host H --port P [any other SGLang flag ...]
+
+or ``vllm serve`` with vLLM's multi-node flags (``--headless`` on every rank but 0)::
+
+    python3 -m sparktui.demo.engine --model M --host H --port P --nnodes N --node-rank R \\
+        --master-addr HOST --master-port PORT [--headless] [any other vLLM flag ...]
+
+The flags decide which engine it imitates (a vLLM-only flag: vLLM; else SGLang); ``--demo-engine``
+or ``SPARKTUI_DEMO_ENGINE`` forces one.
 
 It needs nothing but CPython 3.10+ and its standard library, as a single file, so it can be copied
 into a minimal image (busybox + CPython) and run as ``python3 engine.py ...``.
@@ -20,9 +28,19 @@ What it does, like an SGLang rank:
 * HTTP on ``--host``/``--port``: ``GET /health`` on every rank (503 while booting, 200 when
   ready); on rank 0 also ``GET /v1/models``, ``GET /get_model_info`` and
   ``POST /v1/chat/completions`` (OpenAI format, streaming or not) with canned demo text.
+
+What changes as vLLM:
+
+* Lines are prefixed ``(Worker_TP<rank> pid=<pid>) INFO mm-dd HH:MM:SS [demo] ``; the boot log is
+  vLLM's (engine config, world size, weights, KV cache, graph capture); rank 0 waits for every
+  worker, then starts its API server and prints ``Application startup complete.``
+* Rendezvous at ``--master-addr``/``--master-port`` (defaults 127.0.0.1 and 29501, as vLLM's).
+* Rank 0 binds its port at start but serves only from ``Application startup complete.`` on (as
+  vLLM's API server does): ``/health``, ``/v1/models``, ``/v1/chat/completions``. ``--headless``
+  workers open no port at all, and ranks > 0 must be ``--headless`` (exit 2 otherwise).
 * SIGTERM/SIGINT: logs ``Received sigterm, shutting down`` (``sigint``) and exits 0 at once.
 
-Every SGLang flag it does not know is accepted and ignored (``--flag`` or ``--flag value``);
+Every engine flag it does not know is accepted and ignored (``--flag`` or ``--flag value``);
 ``--served-model-name`` is honoured (default: the model path).
 
 Demo switches (a flag wins over its environment variable; the variables let a recipe's
@@ -39,6 +57,8 @@ Demo switches (a flag wins over its environment variable; the variables let a re
   n = 1, 2, 3, ...
 * ``--demo-rendezvous-timeout S`` / ``SPARKTUI_DEMO_RENDEZVOUS_TIMEOUT``: how long rank 0 waits for
   the workers and a worker tries to reach rank 0 (default 120).
+* ``--demo-engine sglang|vllm`` / ``SPARKTUI_DEMO_ENGINE``: the engine to imitate (default: from
+  the flags).
 
 Exit codes:
 
@@ -79,6 +99,10 @@ SERVER_VERSION = "sparktui-demo-engine/0.1"
 
 READY_LINE = "The server is fired up and ready to roll!"
 WORKER_READY_LINE = "Worker ready; serving /health on port {port}"
+VLLM_READY_LINE = "Application startup complete."
+VLLM_WORKER_READY_LINE = "DEMO headless worker ready: rank {rank} of {world} (--headless: no HTTP port)"
+VLLM_VERSION = "0.10.1.1+sparktui.demo"
+VLLM_KV_CACHE_LINE = "GPU KV cache size: {tokens:,} tokens"
 RENDEZVOUS_OK_LINE = "DEMO rendezvous ok: world={world} rank={rank} peers={peers}"
 KV_CACHE_LINE = "KV cache ready: #tokens={tokens}, K size: 1.50 GB, V size: 1.50 GB"
 MAX_TOKENS_LINE = (
@@ -132,6 +156,8 @@ class Config(NamedTuple):
     tick: float
     rendezvous_timeout: float
     ignored: tuple[str, ...]
+    engine: str = "sglang"  # "sglang" or "vllm": which engine's flags, log and HTTP it imitates
+    headless: bool = False  # vLLM --headless: a worker that opens no port
 
 
 _ENV = {
@@ -142,14 +168,24 @@ _ENV = {
     "flood": "SPARKTUI_DEMO_FLOOD",
     "tick": "SPARKTUI_DEMO_TICK",
     "rendezvous_timeout": "SPARKTUI_DEMO_RENDEZVOUS_TIMEOUT",
+    "engine": "SPARKTUI_DEMO_ENGINE",
 }
 
+ENGINES = ("sglang", "vllm")
+VLLM_ONLY = ("--model", "--master-addr", "--master-port", "--headless")
+SGLANG_ONLY = ("--model-path", "--dist-init-addr")
+DEFAULT_PORTS = {"sglang": 30000, "vllm": 8000}
+VLLM_MASTER_PORT = 29501  # vLLM's default --master-port
+
 _HELP_EPILOG = """\
-Every other --flag [value] (the rest of SGLang's flags) is accepted and ignored.
+The engine it imitates follows from the flags: SGLang's (--model-path, --dist-init-addr) or
+vLLM's (--model, --master-addr, --master-port, --headless); --demo-engine forces one.
+Every other --flag [value] (the rest of the engine's flags) is accepted and ignored.
 
 Each demo switch can also come from the environment (a flag wins):
   SPARKTUI_DEMO_BOOT_SECONDS, SPARKTUI_DEMO_FAIL_RANK, SPARKTUI_DEMO_FAIL_AFTER,
-  SPARKTUI_DEMO_STALL=1, SPARKTUI_DEMO_FLOOD, SPARKTUI_DEMO_TICK, SPARKTUI_DEMO_RENDEZVOUS_TIMEOUT
+  SPARKTUI_DEMO_STALL=1, SPARKTUI_DEMO_FLOOD, SPARKTUI_DEMO_TICK, SPARKTUI_DEMO_RENDEZVOUS_TIMEOUT,
+  SPARKTUI_DEMO_ENGINE
 
 exit codes: 0 stopped by SIGTERM/SIGINT, 1 internal error, 2 bad arguments / port in use /
 rendezvous failed, 3 simulated failure (--demo-fail-rank), 4 the TP group fell apart (a peer died)
@@ -159,7 +195,7 @@ rendezvous failed, 3 simulated failure (--demo-fail-rank), 4 the TP group fell a
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=(
-            f"{ENGINE_NAME}: a fake SGLang rank (not a real model). It rendezvouses with the other "
+            f"{ENGINE_NAME}: a fake SGLang or vLLM rank (not a real model). It rendezvouses with the other "
             "ranks over TCP, prints a realistic boot log and serves /health and an OpenAI-style API "
             "with canned text, so a launcher can be tested without GPUs."
         ),
@@ -168,14 +204,23 @@ def _build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     sg = parser.add_argument_group("SGLang rank flags")
-    sg.add_argument("--model-path", required=True, help="served checkpoint (only named, never read)")
+    sg.add_argument("--model-path", default=None, help="served checkpoint (only named, never read)")
     sg.add_argument("--served-model-name", default=None, help="model id in the API (default: model path)")
     sg.add_argument("--nnodes", type=int, default=1, help="number of ranks (default 1)")
     sg.add_argument("--node-rank", type=int, default=0, help="this rank, 0 is the head (default 0)")
     sg.add_argument("--dist-init-addr", default=None, metavar="HOST:PORT", help="rendezvous address")
     sg.add_argument("--host", default="127.0.0.1", help="HTTP address (default 127.0.0.1)")
-    sg.add_argument("--port", type=int, default=30000, help="HTTP port (default 30000)")
+    sg.add_argument("--port", type=int, default=None, help="HTTP port (default 30000; vLLM 8000)")
+    vl = parser.add_argument_group("vLLM rank flags (--nnodes, --node-rank, --host and --port as above)")
+    vl.add_argument("--model", default=None, help="served checkpoint, vLLM's spelling (never read)")
+    vl.add_argument("--master-addr", default=None, metavar="HOST", help="rendezvous host (vLLM)")
+    vl.add_argument("--master-port", type=int, default=None, metavar="PORT",
+                    help=f"rendezvous port (vLLM, default {VLLM_MASTER_PORT})")
+    vl.add_argument("--headless", action="store_true", default=False,
+                    help="a vLLM worker rank: no API server, no port")
     demo = parser.add_argument_group("demo switches")
+    demo.add_argument("--demo-engine", choices=ENGINES, default=None,
+                      help="imitate this engine (default: follows from the flags)")
     demo.add_argument("--demo-boot-seconds", metavar="S", default=None, help="simulated load time (2.0)")
     demo.add_argument("--demo-fail-rank", metavar="R", default=None, help="rank R crashes mid-boot (exit 3)")
     demo.add_argument("--demo-fail-after", metavar="S", default=None, help="crash S seconds after ready")
@@ -197,7 +242,9 @@ def _number(parser: argparse.ArgumentParser, name: str, raw: str, *, integer: bo
 
 
 def parse_config(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -> Config:
-    """Parse SGLang-style arguments plus the demo switches (flag, else environment, else default)."""
+    """Parse SGLang- or vLLM-style rank flags plus the demo switches (flag, else environment, else
+    default). The engine imitated is ``--demo-engine``, else vLLM when a vLLM-only rank flag is
+    given, else SGLang."""
     environ = dict(os.environ) if env is None else env
     parser = _build_parser()
     ns, extra = parser.parse_known_args(None if argv is None else list(argv))
@@ -226,19 +273,55 @@ def parse_config(argv: Sequence[str] | None = None, env: dict[str, str] | None =
         else:
             parser.error(f"{_ENV['stall']}={raw_stall!r} is not a boolean (use 1 or 0)")
 
+    def given(flag: str) -> bool:
+        value = values[flag[2:].replace("-", "_")]
+        return value is not None and value is not False
+
+    chosen = pick("engine")
+    if chosen is not None and chosen[1] not in ENGINES:
+        parser.error(f"{chosen[0]}={chosen[1]!r} is not one of {', '.join(ENGINES)}")
+    vllm_flags = [f for f in VLLM_ONLY if given(f) and f != "--model"]  # SGLang also knows --model
+    sglang_flags = [f for f in SGLANG_ONLY if given(f)]
+    if chosen is not None:
+        mode = chosen[1]
+    elif vllm_flags or (given("--model") and not sglang_flags):
+        mode = "vllm"
+    else:
+        mode = "sglang"
+    others = vllm_flags if mode == "sglang" else sglang_flags
+    if others:
+        parser.error(f"{' '.join(others)}: rank flag(s) of the other engine; this rank imitates {mode} "
+                     "(its flags, or --demo-engine, decide)")
+    model = (values["model_path"] or values["model"]) if mode == "sglang" else values["model"]
+    if not model:
+        parser.error("the following arguments are required: "
+                     + ("--model-path" if mode == "sglang" else "--model"))
+
     nnodes: int = values["nnodes"]
     rank: int = values["node_rank"]
     if nnodes < 1:
         parser.error("--nnodes must be at least 1")
     if not 0 <= rank < nnodes:
         parser.error(f"--node-rank {rank} is out of range for --nnodes {nnodes}")
-    port: int = values["port"]
+    port: int = DEFAULT_PORTS[mode] if values["port"] is None else values["port"]
     if not 0 <= port <= 65535:
         parser.error(f"--port {port} is not a TCP port")
+    headless: bool = values["headless"]
+    if headless and rank == 0:
+        parser.error("--headless on rank 0: the head serves the API (vLLM workers on ranks > 0 run headless)")
+    if mode == "vllm" and rank > 0 and not headless:
+        parser.error(f"--node-rank {rank} without --headless: with vLLM's multi-node flags only rank 0 "
+                     "serves the API; every other rank runs --headless")
     dist_host: str | None = None
     dist_port: int | None = None
     addr: str | None = values["dist_init_addr"]
-    if addr:
+    if mode == "vllm":
+        if nnodes > 1 or values["master_addr"] or values["master_port"] is not None:
+            dist_host = values["master_addr"] or "127.0.0.1"
+            dist_port = VLLM_MASTER_PORT if values["master_port"] is None else values["master_port"]
+            if not 0 < dist_port < 65536:
+                parser.error(f"--master-port {dist_port} is not a TCP port")
+    elif addr:
         host_part, sep, port_part = addr.rpartition(":")
         if not sep or not host_part or not port_part.isdigit() or not 0 < int(port_part) < 65536:
             parser.error(f"--dist-init-addr {addr!r} is not HOST:PORT")
@@ -250,7 +333,7 @@ def parse_config(argv: Sequence[str] | None = None, env: dict[str, str] | None =
     fail_after = num("fail_after", None)
     if fail_after is not None and fail_rank is None:
         fail_rank = 0
-    model_path: str = values["model_path"]
+    model_path: str = model
     return Config(
         model_path=model_path,
         served_model_name=values["served_model_name"] or model_path,
@@ -268,6 +351,8 @@ def parse_config(argv: Sequence[str] | None = None, env: dict[str, str] | None =
         tick=num("tick", 0.0) or 0.0,
         rendezvous_timeout=num("rendezvous_timeout", 120.0) or 0.0,
         ignored=tuple(extra),
+        engine=mode,
+        headless=headless,
     )
 
 
@@ -276,10 +361,15 @@ def parse_config(argv: Sequence[str] | None = None, env: dict[str, str] | None =
 
 
 class Log:
-    """Writes ``[time TP<rank>] line`` to stdout, one locked write and flush per batch."""
+    """Writes ``[time TP<rank>] line`` (SGLang's prefix) or ``(Worker_TP<rank> pid=<pid>) INFO
+    mm-dd time [demo] line`` (vLLM's) to stdout, one locked write and flush per batch."""
 
-    def __init__(self, rank: int, out: BinaryIO | None = None) -> None:
-        self._tail = f" TP{rank}] "
+    def __init__(self, rank: int, out: BinaryIO | None = None, style: str = "sglang") -> None:
+        if style == "vllm":
+            self._lead = f"(Worker_TP{rank} pid={os.getpid()}) INFO "
+            self._time, self._tail = "%m-%d %H:%M:%S", " [demo] "
+        else:
+            self._lead, self._time, self._tail = "[", "%Y-%m-%d %H:%M:%S", f" TP{rank}] "
         self._out: BinaryIO | None = out if out is not None else getattr(sys.stdout, "buffer", None)
         self._lock = threading.Lock()
         self._closed = False
@@ -291,7 +381,7 @@ class Log:
         """Write a batch of lines (none may contain a newline) with one write and one flush."""
         if not lines:
             return
-        head = "[" + time.strftime("%Y-%m-%d %H:%M:%S") + self._tail
+        head = self._lead + time.strftime(self._time) + self._tail
         data = "".join([head + line + "\n" for line in lines]).encode("utf-8", "replace")
         with self._lock:
             if self._closed or self._out is None:
@@ -353,6 +443,45 @@ def nccl_traceback(rank: int, after_ready: bool, why: str) -> list[str]:
         "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.",
         f"Last error: ({ENGINE_NAME}: {why})",
         "Received sigquit from a child process. It usually means the child failed.",
+        f"DEMO fatal: simulated failure of rank {rank}; exiting with code {EXIT_SIMULATED}",
+    ]
+    return lines
+
+
+def vllm_nccl_traceback(rank: int, after_ready: bool, why: str) -> list[str]:
+    """A realistic vLLM worker crash: the worker process's traceback ending in an NCCL error."""
+    vllm = "/usr/local/lib/python3.12/dist-packages/vllm"
+    torch = "/usr/local/lib/python3.12/dist-packages/torch/distributed"
+    if after_ready:
+        frames = [
+            (f"{vllm}/v1/executor/multiproc_executor.py", 591, "worker_busy_loop",
+             "output = func(*args, **kwargs)"),
+            (f"{vllm}/v1/worker/gpu_worker.py", 362, "execute_model",
+             "output = self.model_runner.execute_model(scheduler_output, intermediate_tensors)"),
+            (f"{vllm}/distributed/communication_op.py", 14, "tensor_model_parallel_all_reduce",
+             "return get_tp_group().all_reduce(input_)"),
+            (f"{torch}/distributed_c10d.py", 2808, "all_reduce",
+             "work = group.allreduce([tensor], opts)"),
+        ]
+    else:
+        frames = [
+            (f"{vllm}/v1/executor/multiproc_executor.py", 559, "worker_main",
+             "worker = WorkerProc(*args, **kwargs)"),
+            (f"{vllm}/v1/worker/gpu_worker.py", 214, "load_model",
+             "self.model_runner.load_model(eep_scale_up=eep_scale_up)"),
+            (f"{vllm}/distributed/parallel_state.py", 1043, "barrier",
+             "torch.distributed.barrier(group=self.cpu_group)"),
+            (f"{torch}/distributed_c10d.py", 4635, "barrier",
+             "work = group.barrier(opts=opts)"),
+        ]
+    lines = [f"WorkerProc hit an exception (rank {rank}).", "Traceback (most recent call last):"]
+    for path, lineno, func, code in frames:
+        lines.append(f'  File "{path}", line {lineno}, in {func}')
+        lines.append(f"    {code}")
+    lines += [
+        "RuntimeError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, "
+        "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3",
+        f"Last error: ({ENGINE_NAME}: {why})",
         f"DEMO fatal: simulated failure of rank {rank}; exiting with code {EXIT_SIMULATED}",
     ]
     return lines
@@ -580,7 +709,7 @@ class Engine:
     def __init__(self, cfg: Config, log: Log | None = None) -> None:
         self.cfg = cfg
         self.rank = cfg.node_rank
-        self.log = log if log is not None else Log(cfg.node_rank)
+        self.log = log if log is not None else Log(cfg.node_rank, style=cfg.engine)
         self.ready = threading.Event()
         self.created = int(time.time())
         self._wake_r, self._wake_w = os.pipe()
@@ -641,16 +770,8 @@ class Engine:
         signal.signal(signal.SIGINT, self._on_signal)
         threading.excepthook = self._thread_crashed
         self._log_banner()
-        try:
-            self._http = _HTTPServer(self)
-        except OSError as exc:
-            self.fatal([f"ERROR: [Errno {exc.errno}] error while attempting to bind on address "
-                        f"({self.cfg.host!r}, {self.cfg.port}): {exc.strerror}",
-                        f"DEMO fatal: cannot serve HTTP on {self.cfg.host}:{self.cfg.port}; "
-                        f"exiting with code {EXIT_USAGE}"], EXIT_USAGE)
-        else:
-            self._thread(self._http.serve_forever, "http", 1.0)
-            self._thread(self._boot, "boot")
+        if self.cfg.headless or self._open_http():  # a headless vLLM worker opens no port
+            self._thread(self._boot_vllm if self.cfg.engine == "vllm" else self._boot, "boot")
         while True:
             try:
                 select.select([self._wake_r], [], [])
@@ -675,6 +796,22 @@ class Engine:
                 self._say_bye()
                 self._finish(EXIT_OK)
 
+    def _open_http(self) -> bool:
+        """Bind the API port before booting, so a port in use fails at once. SGLang serves
+        ``/health`` (503) while booting; vLLM's API server holds its bound socket and serves only
+        from "Application startup complete." on (a request before that waits)."""
+        try:
+            self._http = _HTTPServer(self)
+        except OSError as exc:
+            self.fatal([f"ERROR: [Errno {exc.errno}] error while attempting to bind on address "
+                        f"({self.cfg.host!r}, {self.cfg.port}): {exc.strerror}",
+                        f"DEMO fatal: cannot serve HTTP on {self.cfg.host}:{self.cfg.port}; "
+                        f"exiting with code {EXIT_USAGE}"], EXIT_USAGE)
+            return False
+        if self.cfg.engine == "sglang":
+            self._thread(self._http.serve_forever, "http", 1.0)
+        return True
+
     def _thread(self, target: Callable[..., Any], name: str, *args: Any) -> threading.Thread:
         thread = threading.Thread(target=target, args=args, name=f"demo-{name}", daemon=True)
         thread.start()
@@ -692,16 +829,28 @@ class Engine:
     def _log_banner(self) -> None:
         cfg = self.cfg
         dist = f"{cfg.dist_host}:{cfg.dist_port}" if cfg.dist_host else None
-        lines = [
-            f"{ENGINE_NAME} (not a real model) rank {cfg.node_rank}/{cfg.nnodes}",
-            f"server_args=ServerArgs(model_path={cfg.model_path!r}, tokenizer_path={cfg.model_path!r}, "
-            f"served_model_name={cfg.served_model_name!r}, dtype='bfloat16', tp_size={cfg.nnodes}, "
-            f"nnodes={cfg.nnodes}, node_rank={cfg.node_rank}, dist_init_addr={dist!r}, host={cfg.host!r}, "
-            f"port={cfg.port}, context_length={CONTEXT_LEN}, chunked_prefill_size=4096, "
-            f"max_running_requests=16, demo_boot_seconds={cfg.boot_seconds}, demo_fail_rank={cfg.fail_rank}, "
-            f"demo_fail_after={cfg.fail_after}, demo_stall={cfg.stall}, demo_flood={cfg.flood}, "
-            f"demo_tick={cfg.tick})",
-        ]
+        lines = [f"{ENGINE_NAME} (not a real model) rank {cfg.node_rank}/{cfg.nnodes}"]
+        if cfg.engine == "vllm":
+            args: dict[str, Any] = {
+                "model": cfg.model_path, "served_model_name": [cfg.served_model_name], "host": cfg.host,
+                "port": cfg.port, "tensor_parallel_size": cfg.nnodes, "nnodes": cfg.nnodes,
+                "node_rank": cfg.node_rank, "master_addr": cfg.dist_host, "master_port": cfg.dist_port,
+                "headless": cfg.headless, "demo_boot_seconds": cfg.boot_seconds,
+                "demo_fail_rank": cfg.fail_rank, "demo_fail_after": cfg.fail_after,
+                "demo_stall": cfg.stall, "demo_flood": cfg.flood, "demo_tick": cfg.tick,
+            }
+            lines += [f"vLLM {'API server ' if not cfg.headless else ''}version {VLLM_VERSION}",
+                      f"non-default args: {args!r}"]
+        else:
+            lines.append(
+                f"server_args=ServerArgs(model_path={cfg.model_path!r}, tokenizer_path={cfg.model_path!r}, "
+                f"served_model_name={cfg.served_model_name!r}, dtype='bfloat16', tp_size={cfg.nnodes}, "
+                f"nnodes={cfg.nnodes}, node_rank={cfg.node_rank}, dist_init_addr={dist!r}, "
+                f"host={cfg.host!r}, port={cfg.port}, context_length={CONTEXT_LEN}, "
+                f"chunked_prefill_size=4096, max_running_requests=16, "
+                f"demo_boot_seconds={cfg.boot_seconds}, demo_fail_rank={cfg.fail_rank}, "
+                f"demo_fail_after={cfg.fail_after}, demo_stall={cfg.stall}, demo_flood={cfg.flood}, "
+                f"demo_tick={cfg.tick})")
         flags = [arg.split("=", 1)[0] for arg in cfg.ignored if arg.startswith("-")]
         if cfg.ignored:
             lines.append(f"DEMO ignoring {len(flags)} flag(s) the demo engine does not implement: "
@@ -726,21 +875,10 @@ class Engine:
             RENDEZVOUS_OK_LINE.format(world=cfg.nnodes, rank=self.rank, peers=peers),
             f"Init torch distributed ends. mem usage={0.03 * cfg.nnodes:.2f} GB",
         ])
-        step = cfg.boot_seconds * 0.8 / SHARDS
         avail = 119.53 - 0.07 * self.rank
-        log.lines([
-            f"Load weight begin. avail mem={avail:.2f} GB",
-            f"Loading safetensors checkpoint shards:   0% Completed | 0/{SHARDS} [00:00<?, ?it/s]",
-        ])
-        for shard in range(1, SHARDS + 1):
-            time.sleep(step)
-            done = step * shard
-            log(f"Loading safetensors checkpoint shards: {100 * shard // SHARDS:3d}% Completed | "
-                f"{shard}/{SHARDS} [{_mmss(done)}<{_mmss(step * (SHARDS - shard))}, {step:5.2f}s/it]")
-            if shard == SHARDS // 2 and self._fails_here() and cfg.fail_after is None:
-                why = f"--demo-fail-rank {self.rank} during weight loading"
-                self.fatal(nccl_traceback(self.rank, False, why), EXIT_SIMULATED)
-                return
+        log(f"Load weight begin. avail mem={avail:.2f} GB")
+        if not self._load_shards():
+            return
         weights = 42.17
         left = avail - weights - 3.0
         log.lines([
@@ -762,6 +900,100 @@ class Engine:
             self._worker_become_ready()
         self._after_ready()
 
+    def _load_shards(self) -> bool:
+        """The checkpoint shards over 80% of the boot time; False when this rank fails half way."""
+        cfg, log = self.cfg, self.log
+        step = cfg.boot_seconds * 0.8 / SHARDS
+        log(f"Loading safetensors checkpoint shards:   0% Completed | 0/{SHARDS} [00:00<?, ?it/s]")
+        for shard in range(1, SHARDS + 1):
+            time.sleep(step)
+            done = step * shard
+            log(f"Loading safetensors checkpoint shards: {100 * shard // SHARDS:3d}% Completed | "
+                f"{shard}/{SHARDS} [{_mmss(done)}<{_mmss(step * (SHARDS - shard))}, {step:5.2f}s/it]")
+            if shard == SHARDS // 2 and self._fails_here() and cfg.fail_after is None:
+                why = f"--demo-fail-rank {self.rank} during weight loading"
+                crash = vllm_nccl_traceback if cfg.engine == "vllm" else nccl_traceback
+                self.fatal(crash(self.rank, False, why), EXIT_SIMULATED)
+                return False
+        return True
+
+    def _boot_vllm(self) -> None:
+        """A vLLM rank: rendezvous at --master-addr/--master-port, load, profile, capture graphs;
+        rank 0 then starts its API server once every headless worker reported ready."""
+        cfg, log = self.cfg, self.log
+        started = time.monotonic()
+        if cfg.headless:
+            log(f"Launching engine core in headless mode: rank {self.rank} of {cfg.nnodes}, "
+                f"head node at tcp://{cfg.dist_host}:{cfg.dist_port}")
+        else:
+            log(f"Initializing a V1 LLM engine (v{VLLM_VERSION}) with config: model={cfg.model_path!r}, "
+                f"served_model_name={cfg.served_model_name}, tensor_parallel_size={cfg.nnodes}, "
+                f"max_seq_len={CONTEXT_LEN}, enforce_eager=False")
+        init = f"tcp://{cfg.dist_host}:{cfg.dist_port}" if cfg.dist_host else "env://"
+        log(f"world_size={cfg.nnodes} rank={self.rank} local_rank=0 distributed_init_method={init} "
+            "backend=nccl")
+        peers = self._rendezvous()
+        if peers is None:
+            return
+        log.lines([
+            RENDEZVOUS_OK_LINE.format(world=cfg.nnodes, rank=self.rank, peers=peers),
+            f"rank {self.rank} in world size {cfg.nnodes} is assigned as DP rank 0, PP rank 0, "
+            f"TP rank {self.rank}, EP rank {self.rank}",
+            f"Starting to load model {cfg.model_path}...",
+        ])
+        if not self._load_shards():
+            return
+        load_s = cfg.boot_seconds * 0.8
+        log.lines([
+            f"Loading weights took {load_s:.2f} seconds",
+            f"Model loading took 10.54 GiB and {load_s + 0.05:.2f} seconds",
+            "Available KV cache memory: 12.00 GiB",
+            VLLM_KV_CACHE_LINE.format(tokens=KV_TOKENS),
+            f"Maximum concurrency for {CONTEXT_LEN:,} tokens per request: {KV_TOKENS / CONTEXT_LEN:.2f}x",
+        ])
+        if cfg.stall:
+            self._stall(started)
+            return
+        time.sleep(cfg.boot_seconds * 0.2)
+        log.lines([
+            f"Graph capturing finished in {max(1, round(cfg.boot_seconds * 0.2))} secs, took 0.41 GiB",
+            f"init engine (profile, create kv cache, warmup model) took {time.monotonic() - started:.2f} "
+            "seconds",
+        ])
+        if self.rank == 0:
+            self._vllm_head_become_ready()
+        else:
+            self._worker_report_ready()
+            self.log(VLLM_WORKER_READY_LINE.format(rank=self.rank, world=cfg.nnodes))
+        self._after_ready()
+
+    def _vllm_head_become_ready(self) -> None:
+        cfg, log = self.cfg, self.log
+        self._wait_for_workers()
+        log.lines([
+            f"Starting vLLM API server 0 on http://{cfg.host}:{cfg.port}",
+            "Available routes are:",
+            "Route: /health, Methods: GET",
+            "Route: /v1/models, Methods: GET",
+            "Route: /v1/chat/completions, Methods: POST",
+            f"Started server process [{os.getpid()}]",
+            "Waiting for application startup.",
+        ])
+        self.ready.set()
+        assert self._http is not None
+        self._thread(self._http.serve_forever, "http", 1.0)
+        log(VLLM_READY_LINE)
+
+    def _wait_for_workers(self) -> None:
+        """Rank 0 becomes ready only once every worker reported ready."""
+        cfg, log = self.cfg, self.log
+        if cfg.nnodes > 1:
+            log(f"DEMO waiting for {cfg.nnodes - 1} worker(s) to report ready")
+            with self._cond:
+                while not all(peer.ready for peer in self._workers.values()):
+                    self._cond.wait()
+            log(f"DEMO all {cfg.nnodes} ranks ready")
+
     def _stall(self, started: float) -> None:
         while not self.exiting:
             self.log(f"Waiting for cuda graph capture to finish... ({ENGINE_NAME} stalled on purpose by "
@@ -777,12 +1009,7 @@ class Engine:
             "INFO:     Application startup complete.",
             f"INFO:     Uvicorn running on http://{cfg.host}:{cfg.port} (Press CTRL+C to quit)",
         ])
-        if cfg.nnodes > 1:
-            log(f"DEMO waiting for {cfg.nnodes - 1} worker(s) to report ready")
-            with self._cond:
-                while not all(peer.ready for peer in self._workers.values()):
-                    self._cond.wait()
-            log(f"DEMO all {cfg.nnodes} ranks ready")
+        self._wait_for_workers()
         log.lines([
             'INFO:     127.0.0.1:40000 - "GET /get_model_info HTTP/1.1" 200 OK',
             "Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, "
@@ -793,11 +1020,14 @@ class Engine:
         log(READY_LINE)
 
     def _worker_become_ready(self) -> None:
+        self._worker_report_ready()
+        self.log(WORKER_READY_LINE.format(port=self.cfg.port))
+
+    def _worker_report_ready(self) -> None:
         if self._head is not None:
             with contextlib.suppress(OSError):  # the head watcher reports a lost connection
                 self._head.conn.send_line("ready")
         self.ready.set()
-        self.log(WORKER_READY_LINE.format(port=self.cfg.port))
 
     def _after_ready(self) -> None:
         cfg = self.cfg
@@ -807,8 +1037,9 @@ class Engine:
             self._thread(self._flooder, "flood")
         if self._fails_here() and cfg.fail_after is not None:
             time.sleep(cfg.fail_after)
-            self.fatal(nccl_traceback(self.rank, True, f"--demo-fail-rank {self.rank} "
-                                      f"--demo-fail-after {cfg.fail_after:g}"), EXIT_SIMULATED)
+            crash = vllm_nccl_traceback if cfg.engine == "vllm" else nccl_traceback
+            self.fatal(crash(self.rank, True, f"--demo-fail-rank {self.rank} "
+                             f"--demo-fail-after {cfg.fail_after:g}"), EXIT_SIMULATED)
 
     def _ticker(self) -> None:
         start = time.monotonic()

@@ -29,7 +29,8 @@ def run_console(args: argparse.Namespace) -> int:
         return 2
     options = ConsoleOptions(recipes_dirs(getattr(args, "recipes", None)),
                              getattr(args, "cluster", None), window=settings.window,
-                             telemetry_interval=settings.interval, low_memory=settings.low_memory)
+                             telemetry_interval=settings.interval, low_memory=settings.low_memory,
+                             health_interval=settings.health_interval)
     app = SparkApp(options, theme=theme, settings=settings, themes=themes)
     settle()
     app.run()

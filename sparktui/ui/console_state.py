@@ -88,7 +88,7 @@ class ConsoleState:
         if len(failed) == 1:
             return f"rank {first.rank} failed: {reason}"
         ranks = ", ".join(str(r) for r in sorted({s.rank for s in failed}))
-        return f"ranks {ranks} failed; first rank {first.rank}: {reason}"
+        return f"ranks {ranks} failed; first rank {first.rank}: {reason} (r, then g: restart the group)"
 
     def node_changed(self, event: NodeChanged) -> tuple[str, str] | None:
         """``(level, text)`` to report when the node's link changed; None when it did not."""

@@ -60,6 +60,10 @@ KEYS: tuple[KeySpec, ...] = (
     KeySpec("wrap", "w", "toggle_wrap", "wrap", "Wrap long log lines", "Logs", title="Wrap log lines"),
     KeySpec("timestamps", "T", "toggle_timestamps", "times", "Show each line's capture time (UTC)",
             "Logs", title="Timestamps in the log"),
+    KeySpec("probes", "h", "toggle_probes", "probes",
+            "Hide or show the access-log lines of sparktui's own health probes (hidden at start; "
+            "grep finds them)", "Logs",
+            title="Health probe lines in the log"),
     KeySpec("checks", "c", "checks", "checks", "Boot checks panel: show and focus, or hide", "Checks",
             show=True, title="Boot checks panel"),
     KeySpec("add-check", "plus", "add_check", "add check",

@@ -3,6 +3,10 @@
 The run's files (``r<rank>.log``) keep every line; the window keeps the newest ``window`` lines
 of each rank for display. Scanning everything (grep over lines that left the window) reads the
 files, in a thread.
+
+The store also knows which lines of each window are the engine's access-log lines of sparktui's
+own health probes (``is_probe_line``), so the console can hide them and say how many it hid.
+Each line is checked once, the first time anyone asks about its rank.
 """
 
 from __future__ import annotations
@@ -32,6 +36,17 @@ NO: Final = 2
 TEXT: Final = 3
 
 
+_PROBE_HINT = '"GET /'
+_PROBE_REQUESTS = ('"GET /health HTTP/', '"GET /v1/models HTTP/')
+
+
+def is_probe_line(text: str) -> bool:
+    """An access-log line of a health probe as uvicorn (SGLang, vLLM, the demo engine) prints
+    it: ``INFO:     127.0.0.1:54321 - "GET /health HTTP/1.1" 200 OK``. Most lines fail the
+    first, cheap test."""
+    return _PROBE_HINT in text and any(r in text for r in _PROBE_REQUESTS)
+
+
 def norm_ts(ts: str) -> str:
     """``2026-01-01T12:00:05.100000000Z``: docker trims trailing zeros off the fraction and the
     local runtime writes microseconds; padded to nanoseconds, times sort as text."""
@@ -55,11 +70,15 @@ class LogStore:
         self.window = window
         self.run_id: str | None = None
         self._lines: dict[int, deque[LogLine]] = {}
+        self._probes: dict[int, deque[int]] = {}  # rank -> line numbers of probe lines, in window
+        self._checked: dict[int, int] = {}  # rank -> the last line number checked for a probe
         self.reset(None, world)
 
     def reset(self, run_id: str | None, world: int) -> None:
         self.run_id = run_id
         self._lines = {r: deque(maxlen=self.window) for r in range(world)}
+        self._probes = {}
+        self._checked = {}
 
     @property
     def world(self) -> int:
@@ -88,8 +107,64 @@ class LogStore:
     def total(self, ranks: Iterable[int]) -> int:
         return sum(len(self.lines(r)) for r in ranks)
 
-    def view(self, ranks: list[int]) -> list[LogLine]:
+    def view(self, ranks: list[int], *, hide_probes: bool = False) -> list[LogLine]:
+        """The ranks' windows in capture order; ``hide_probes``: without probe lines."""
+        if hide_probes:
+            if len(ranks) == 1:
+                return list(self._without_probes(ranks[0]))
+            return merge(self._without_probes(r) for r in ranks)
         return merge(self.lines(r) for r in ranks) if len(ranks) > 1 else list(self.lines(ranks[0]))
+
+    # -- the health probes' access-log lines ----------------------------------------------------
+    def probe_nos(self, rank: int) -> deque[int]:
+        """Line numbers of the probe lines in ``rank``'s window, oldest first (checking the
+        lines that arrived since the last call)."""
+        window = self.lines(rank)
+        probes = self._probes.setdefault(rank, deque())
+        checked = self._checked.get(rank, 0)
+        if window and window[-1][NO] > checked:
+            found = []
+            for line in reversed(window):
+                if line[NO] <= checked:
+                    break
+                if _PROBE_HINT in line[TEXT] and is_probe_line(line[TEXT]):
+                    found.append(line[NO])
+            probes.extend(reversed(found))
+            self._checked[rank] = window[-1][NO]
+        first = window[0][NO] if window else checked + 1
+        while probes and probes[0] < first:  # left the window
+            probes.popleft()
+        return probes
+
+    def probe_count(self, ranks: Iterable[int]) -> int:
+        """Probe lines in the ranks' windows: what the console hides."""
+        return sum(len(self.probe_nos(r)) for r in ranks)
+
+    def drop_probes(self, lines: list[LogLine]) -> list[LogLine]:
+        """A batch of one rank's newest lines (already in the store) without its probe lines;
+        the batch itself when it has none (the usual case: no copy)."""
+        if not lines:
+            return lines
+        if len(lines) > self.window:  # partly left the window already: check each line
+            return [line for line in lines if not is_probe_line(line[TEXT])]
+        probes = self.probe_nos(lines[0][RANK])
+        first = lines[0][NO]
+        if not probes or probes[-1] < first:
+            return lines
+        hidden = set()
+        for no in reversed(probes):
+            if no < first:
+                break
+            hidden.add(no)
+        return [line for line in lines if line[NO] not in hidden]
+
+    def _without_probes(self, rank: int) -> Iterable[LogLine]:
+        probes = self.probe_nos(rank)
+        window = self.lines(rank)
+        if not probes:
+            return window
+        hidden = set(probes)
+        return [line for line in window if line[NO] not in hidden]
 
     def find(self, rank: int, no: int) -> LogLine | None:
         window = self._lines.get(rank)

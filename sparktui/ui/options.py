@@ -20,6 +20,7 @@ class ConsoleOptions:
     window: int = DEFAULT_WINDOW  # log lines per rank kept in memory
     telemetry_interval: float = DEFAULT_INTERVAL  # seconds between node samples
     low_memory: int = LOW_MEMORY  # warn when the head's MemAvailable falls below this
+    health_interval: float | None = None  # probe a ready rank this often (None: the cluster's)
     live: bool = True  # False: never touch the cluster (snapshot tests feed messages instead)
     clock: Callable[[], float] = time.monotonic  # uptime; tests pin it
     wall_clock: Callable[[], float] = time.time  # the events view's times

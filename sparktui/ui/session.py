@@ -10,6 +10,7 @@ import asyncio
 from pathlib import Path
 
 from sparktui.backend.orchestrator import Orchestrator
+from sparktui.backend.watchdog import Watchdog
 from sparktui.catalog import RecipeInfo
 from sparktui.core.plan import Plan, build_plan
 from sparktui.core.runstore import Run
@@ -18,13 +19,16 @@ from sparktui.ui.logstore import LogLine, read_tail
 
 
 class Session:
-    def __init__(self, info: RecipeInfo, state_root: Path, bridge: EventBridge) -> None:
+    def __init__(self, info: RecipeInfo, state_root: Path, bridge: EventBridge,
+                 health_interval: float | None = None) -> None:
         assert info.recipe is not None and info.cluster is not None
         self.info = info
         self.plan: Plan = build_plan(info.recipe, info.cluster)
         self.orch = Orchestrator(info.recipe, info.cluster, self.plan, state_root=state_root,
-                                 on_event=bridge)
+                                 on_event=bridge, health_interval=health_interval)
         self.bridge = bridge
+        policy = info.recipe.spec.restart
+        self.watchdog = Watchdog(self.orch, policy) if policy.policy == "group" else None
         self.unreachable: dict[str, str] = {}
         self.attached = False
         self.closed = False
@@ -47,6 +51,8 @@ class Session:
         hold; following starts after, so no line is missed or read twice."""
         self.unreachable = await self.orch.connect()
         self.attached = await self.orch.attach(follow=False)
+        if self.watchdog is not None:
+            self.watchdog.start()  # acts while this console follows the run
         tails: dict[int, list[LogLine]] = {}
         run = self.orch.run
         if run is not None:
@@ -63,4 +69,6 @@ class Session:
         if not self.closed:
             self.closed = True
             self.bridge.closed = True  # nothing of this session paints over the next one
+            if self.watchdog is not None:
+                await self.watchdog.close()
             await self.orch.close()

@@ -11,6 +11,8 @@
     [telemetry]
     interval = "2s"               # one sample per node this often
     low_memory = "8G"             # warn when the head's MemAvailable falls below this
+    [health]
+    interval = "10s"              # probe a ready rank this often (a cluster file's [health] wins)
 
 ``<config>/state.json`` is written by the console: the last theme and recipe chosen.
 """
@@ -30,6 +32,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from sparktui.config import config_dir
+from sparktui.core.cluster import HEALTH_BOOTING_S
 from sparktui.core.telemetry import DEFAULT_INTERVAL, LOW_MEMORY
 from sparktui.core.units import parse_duration, parse_size
 
@@ -44,6 +47,7 @@ class Settings:
     window: int = DEFAULT_WINDOW
     interval: float = DEFAULT_INTERVAL
     low_memory: int = LOW_MEMORY
+    health_interval: float | None = None  # None: the cluster's, else 10 s
     problems: list[str] = field(default_factory=list)
 
 
@@ -99,6 +103,18 @@ def load_settings(folder: Path | None = None) -> Settings:
                 settings.low_memory = parse_size(telemetry["low_memory"])
         except (ValueError, TypeError) as exc:
             settings.problems.append(f"{path}: [telemetry]: {exc}")
+    health = data.get("health", {})
+    if isinstance(health, dict) and "interval" in health:
+        try:
+            interval = parse_duration(health["interval"])
+        except (ValueError, TypeError) as exc:
+            settings.problems.append(f"{path}: [health]: {exc}")
+        else:
+            if interval >= HEALTH_BOOTING_S:
+                settings.health_interval = interval
+            else:
+                settings.problems.append(f"{path}: [health]: interval must be at least "
+                                         f"{HEALTH_BOOTING_S:g}s")
     return settings
 
 

@@ -13,7 +13,7 @@ from tests.conftest import CLUSTER4, RECIPES
 
 def test_catalog_opens_the_demo_by_default() -> None:
     infos = load_catalog([RECIPES], CLUSTER4)
-    assert [i.slug for i in infos][:2] == ["demo-tp4", "dsv41-flash-4x-mia"]
+    assert [i.slug for i in infos][:3] == ["demo-tp4", "demo-vllm-tp4", "dsv41-flash-4x-mia"]
     assert all(i.usable for i in infos)
     assert default_slug(infos, None) == "demo-tp4"
     assert default_slug(infos, "dsv41-flash-4x-mia") == "dsv41-flash-4x-mia"

@@ -156,7 +156,7 @@ def test_cluster_from_environment(capsys: pytest.CaptureFixture[str],
 def test_plan_refuses_lint_errors(write_recipe: Callable[..., Path],
                                   capsys: pytest.CaptureFixture[str]) -> None:
     path = write_recipe(('EP_SIZE = "1"', 'EP_SIZE = "4"'))
-    assert main(["plan", str(path), "--json"]) == 1
+    assert main(["plan", str(path), "--json"]) == 2  # a recipe that cannot be used: usage
     err = capsys.readouterr().err
     assert "env.EP_SIZE: EP_SIZE='4' disagrees with --ep-size 1" in " ".join(err.split())
 

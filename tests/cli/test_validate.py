@@ -187,3 +187,16 @@ def test_real_process_prints_no_traceback(write_recipe: Callable[..., Path]) -> 
     assert "Traceback" not in proc.stderr + proc.stdout
     assert "engine: must be one of 'sglang' or 'vllm'; found 'sglng'; did you mean 'sglang'?" in \
         " ".join(proc.stderr.split())
+
+
+def test_ray_backend_is_refused_not_half_supported(capsys: pytest.CaptureFixture[str],
+                                                    write_recipe: Callable[..., Path]) -> None:
+    path = write_recipe(('distributed_backend = "mp"', 'distributed_backend = "ray"'))
+    line = line_of(path, 'distributed_backend = "ray"')
+    code, text = run(capsys, "validate", str(path))
+    assert code == 1
+    assert (f"recipe.toml:{line}:1: error: distributed_backend: 'ray' is not supported yet"
+            in text)
+    code, text = run(capsys, "plan", str(path))  # every verb that loads the recipe refuses it
+    assert code == 2  # (exit 2: a recipe that cannot be used; only validate says 1)
+    assert f"recipe.toml:{line}:1: error: distributed_backend: 'ray' is not supported yet" in text

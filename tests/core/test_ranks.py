@@ -9,6 +9,7 @@ from typing import get_args
 import pytest
 
 from sparktui.core.cluster import local_cluster
+from sparktui.core.engines import Engine, ReadyFacts, engine
 from sparktui.core.ranks import (
     SETTLED,
     TRANSITIONS,
@@ -74,21 +75,70 @@ def test_failed_at_is_the_first_failure_and_clears_on_a_new_boot() -> None:
     assert info.failed_at is None
 
 
-def test_ready_rule() -> None:
-    head, worker = rank("booting", 0), rank("booting", 1)
-    # the head: its ready line alone, or health 200 once the line appeared
-    assert ready_now(head, line_seen=True, head_line_seen=True)
+SGLANG, VLLM = engine("sglang"), engine("vllm")
+
+
+def ready(info: RankInfo, eng: Engine, *, line: bool = False, head_line: bool = False,
+          head_ready: bool = False) -> bool:
+    return ready_now(info, eng, line_seen=line, head_line_seen=head_line, head_ready=head_ready)
+
+
+def test_sglang_head_is_ready_by_its_line() -> None:
+    head = rank("booting", 0)
+    assert not ready(head, SGLANG)
     head.health = 200
-    assert not ready_now(head, line_seen=False, head_line_seen=False)
-    # a worker: health 200 (it prints no ready line)
-    assert not ready_now(worker, line_seen=False, head_line_seen=True)
-    worker.health = 200
-    assert ready_now(worker, line_seen=False, head_line_seen=False)
+    assert not ready(head, SGLANG)  # a healthy API without the line is still loading
+    assert ready(head, SGLANG, line=True, head_line=True)
+
+
+def test_sglang_worker_is_ready_by_health_after_the_head_line() -> None:
+    worker = rank("booting", 1, health=200)
+    assert not ready(worker, SGLANG)  # its health server answers before the group is whole
+    assert ready(worker, SGLANG, head_line=True)
     worker.health = 503
-    assert not ready_now(worker, line_seen=False, head_line_seen=True)
+    assert not ready(worker, SGLANG, head_line=True, head_ready=True)
+
+
+def test_sglang_worker_answering_no_http_is_ready_with_the_head() -> None:
+    worker = rank("booting", 1, health=None)
+    # not probed yet is not "answers nothing" (a reattach replays rank 0's line before any probe)
+    assert not ready(worker, SGLANG, head_line=True, head_ready=True)
+    worker.probed = True  # asked, and nothing answered
+    assert not ready(worker, SGLANG, head_line=True)
+    assert ready(worker, SGLANG, head_line=True, head_ready=True)
+    worker.move("restarting")
+    assert not worker.probed  # a new launch is asked afresh
+
+
+def test_vllm_head_is_ready_by_application_startup_complete() -> None:
+    head = rank("booting", 0)
+    assert not ready(head, VLLM)
+    assert ready(head, VLLM, line=True, head_line=True)  # nothing probed yet: the line decides
+    head.health = 200
+    assert ready(head, VLLM, line=True, head_line=True)
+    head.health = 503  # the API answers but does not serve the model
+    assert not ready(head, VLLM, line=True, head_line=True)
+
+
+def test_vllm_headless_worker_is_ready_when_running_and_the_head_is_ready() -> None:
+    worker = rank("booting", 2)
+    assert not ready(worker, VLLM, head_line=True)
+    assert ready(worker, VLLM, head_line=True, head_ready=True)
+    assert not VLLM.ready(ReadyFacts(rank=2, running=False, health=None, line_seen=False,
+                                     head_ready=True, head_line_seen=True))
+
+
+@pytest.mark.parametrize("eng", [SGLANG, VLLM], ids=["sglang", "vllm"])
+def test_a_rank_that_exited_is_failed_not_ready(eng: Engine) -> None:
+    info = rank("booting", 1, health=200)
+    info.observe("c1", running=False, exit_code=137)
+    assert info.state == "failed"
+    assert not ready(info, eng, line=True, head_line=True, head_ready=True)
     # only a booting rank becomes ready
     for state in set(STATES) - {"booting"}:
-        assert not ready_now(rank(state, 1, health=200), line_seen=True, head_line_seen=True)
+        for r in (0, 1):
+            assert not ready(rank(state, r, health=200), eng, line=True, head_line=True,
+                             head_ready=True)
 
 
 def test_first_failures_orders_by_when_it_happened() -> None:

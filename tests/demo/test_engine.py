@@ -418,3 +418,123 @@ def test_workers_wait_for_a_restarted_head_before_the_group_forms(spawn: Callabl
     for worker in (worker1, worker2):
         worker.wait_for("Worker ready; serving /health")
         assert worker.proc.poll() is None
+
+
+# ---------------------------------------------------------------------------------------------
+# as vLLM: the flags sparktui appends for a vLLM recipe (rank 0 serves, ranks > 0 --headless)
+
+VLLM_PREFIX = re.compile(r"^\(Worker_TP(\d+) pid=\d+\) INFO \d\d-\d\d \d\d:\d\d:\d\d \[demo\] ")
+
+
+def vllm_args(rank: int, nnodes: int, master_port: int, http_port: int, *extra: str) -> list[str]:
+    args = [*extra, "--model", "demo-org/Demo-1B", "--host", "127.0.0.1", "--port", str(http_port),
+            "--nnodes", str(nnodes), "--node-rank", str(rank), "--master-addr", "127.0.0.1",
+            "--master-port", str(master_port)]
+    return [*args, "--headless"] if rank > 0 else args
+
+
+def refused(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_vllm_flags_choose_the_vllm_mode() -> None:
+    cfg = demo.parse_config(vllm_args(2, 4, 25000, 8002), env={})
+    assert (cfg.engine, cfg.headless, cfg.node_rank, cfg.nnodes) == ("vllm", True, 2, 4)
+    assert (cfg.dist_host, cfg.dist_port, cfg.model_path) == ("127.0.0.1", 25000, "demo-org/Demo-1B")
+    head = demo.parse_config(["--model", "m", "--nnodes", "2"], env={})
+    assert (head.engine, head.port, head.dist_host, head.dist_port) == ("vllm", 8000, "127.0.0.1", 29501)
+    assert demo.parse_config(["--model-path", "m"], env={}).engine == "sglang"
+    assert demo.parse_config(["--model", "m", "--demo-engine", "vllm"],
+                             env={"SPARKTUI_DEMO_ENGINE": "sglang"}).engine == "vllm"  # flag wins
+    assert demo.parse_config(["--model", "m"], env={"SPARKTUI_DEMO_ENGINE": "sglang"}).engine == "sglang"
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        (["--model", "m", "--nnodes", "2", "--node-rank", "1"], {}),  # rank > 0 must be --headless
+        (["--model", "m", "--headless"], {}),  # rank 0 serves the API
+        (["--model", "m", "--nnodes", "2", "--node-rank", "1", "--headless",
+          "--dist-init-addr", "h:1"], {}),  # SGLang's rendezvous flag on a vLLM rank
+        (["--model-path", "m", "--master-addr", "h"], {"SPARKTUI_DEMO_ENGINE": "sglang"}),
+        (["--model-path", "m", "--demo-engine", "vllm"], {}),  # vLLM needs --model
+        (["--model", "m"], {"SPARKTUI_DEMO_ENGINE": "tgi"}),
+    ],
+)
+def test_bad_vllm_arguments_exit_2(args: list[str], env: dict[str, str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        demo.parse_config(args, env=env)
+    assert info.value.code == demo.EXIT_USAGE
+
+
+def test_vllm_head_serves_and_headless_workers_open_no_port(spawn: Callable[..., Rank]) -> None:
+    master, p0, p1, p2 = free_port(""), free_port(), free_port(), free_port()
+    fast = ("--served-model-name", "demo-vllm", "--demo-boot-seconds", "0.3", "--tensor-parallel-size", "3")
+    workers = [spawn(*vllm_args(r, 3, master, port, *fast)) for r, port in ((1, p1), (2, p2))]
+    for worker in workers:
+        worker.wait_for("rendezvous: rank")
+    head = spawn(*vllm_args(0, 3, master, p0, *fast))
+
+    head.wait_for(demo.VLLM_READY_LINE)
+    for r, worker in enumerate(workers, 1):
+        worker.wait_for(demo.VLLM_WORKER_READY_LINE.format(rank=r, world=3))
+        assert f"DEMO rendezvous ok: world=3 rank={r} peers=0@127.0.0.1," in worker.text()
+        assert "Launching engine core in headless mode" in worker.text()
+        assert [m.group(1) if (m := VLLM_PREFIX.match(line)) else line for line in worker.lines] == \
+            [str(r)] * len(worker.lines)
+        assert demo.VLLM_READY_LINE not in worker.text()
+    assert refused(p1) and refused(p2)  # --headless: no HTTP port at all
+    text = head.text()
+    assert all(VLLM_PREFIX.match(line) for line in head.lines)
+    for line in ("vLLM API server version", "GPU KV cache size: 65,536 tokens", "DEMO all 3 ranks ready",
+                 "Starting vLLM API server 0 on http://127.0.0.1:"):
+        assert line in text
+    # the API server starts only once every worker is ready, and ends the boot log
+    assert text.index("DEMO all 3 ranks ready") < text.index(demo.VLLM_READY_LINE)
+    assert get_json(p0, "/health") == (200, {"status": "ok"})
+    status, models = get_json(p0, "/v1/models")
+    assert status == 200 and [m["id"] for m in models["data"]] == ["demo-vllm"]
+
+    status, raw = request("POST", p0, "/v1/chat/completions",
+                          {"model": "demo-vllm", "stream": True, "max_tokens": 4,
+                           "messages": [{"role": "user", "content": "hi"}]})
+    events = [line for line in raw.decode().splitlines() if line.startswith("data: ")]
+    assert status == 200 and events[-1] == "data: [DONE]"
+    chunks = [json.loads(e[6:]) for e in events[:-1]]
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == "This is the sparktui"
+
+
+def test_vllm_head_answers_nothing_before_startup_completes(spawn: Callable[..., Rank]) -> None:
+    port = free_port()
+    head = spawn("--model", "m", "--host", "127.0.0.1", "--port", str(port), "--demo-boot-seconds", "0",
+                 "--demo-stall")
+    head.wait_for("stalled on purpose by --demo-stall")
+    assert not refused(port)  # bound at once (a port in use fails the rank before it boots)
+    with pytest.raises(TimeoutError):  # but like vLLM's API server, it serves only once started
+        request("GET", port, "/health", timeout=0.5)
+    assert demo.VLLM_READY_LINE not in head.text()
+
+
+def test_vllm_killed_headless_worker_brings_the_head_down(spawn: Callable[..., Rank]) -> None:
+    master, p0, p1 = free_port(""), free_port(), free_port()
+    head = spawn(*vllm_args(0, 2, master, p0, "--demo-boot-seconds", "0"))
+    worker = spawn(*vllm_args(1, 2, master, p1, "--demo-boot-seconds", "0"))
+    head.wait_for(demo.VLLM_READY_LINE)
+    worker.wait_for("headless worker ready")
+    worker.proc.kill()
+    assert head.wait_exit() == demo.EXIT_GROUP_LOST
+    assert "Watchdog caught collective operation timeout" in head.text()
+
+
+def test_vllm_failing_rank_prints_a_vllm_traceback(spawn: Callable[..., Rank]) -> None:
+    master, p0, p1 = free_port(""), free_port(), free_port()
+    fail = ("--demo-boot-seconds", "0.3", "--demo-fail-rank", "1")
+    head = spawn(*vllm_args(0, 2, master, p0, *fail))
+    worker = spawn(*vllm_args(1, 2, master, p1, *fail))
+    assert worker.wait_exit() == demo.EXIT_SIMULATED
+    out = worker.text()
+    assert "Traceback (most recent call last):" in out and "RuntimeError: NCCL error" in out
+    assert "vllm/v1/worker/gpu_worker.py" in out
+    assert head.wait_exit() == demo.EXIT_GROUP_LOST
+    assert demo.VLLM_READY_LINE not in head.text()

@@ -20,7 +20,7 @@ def test_a_group_that_falls_over_is_one_toast_naming_the_first() -> None:
     assert said == "rank 2 (spark3) failed: exited with code 1: NCCL error"
     state.rank_changed(snap(1, "failed", "line 40: Traceback (most recent call last):", failed_at=10.0))
     assert state.rank_changed(snap(1, "failed", "again", failed_at=10.0)) is None  # already failed
-    assert state.take_failures() == "ranks 1, 2 failed; first rank 1: line 40"
+    assert state.take_failures() == "ranks 1, 2 failed; first rank 1: line 40 (r, then g: restart the group)"
     assert state.take_failures() is None
 
 

@@ -112,10 +112,8 @@ class Jobs(Screen[None]):
         self.report("info", f"rank {rank} replaced")
 
     async def restart_group(self, session: Session) -> None:
-        await session.orch.down()
-        await session.orch.up()
-        session.attached = True
-        self.report("info", f"{session.slug}: every rank launched again")
+        await session.orch.restart_group()
+        self.report("info", f"{session.slug}: every rank replaced, same run")
 
     async def down(self, session: Session) -> None:
         await session.orch.down()

@@ -1,5 +1,5 @@
 """The main screen's keys that only change what the log panel shows: grep, matches, which
-ranks, side by side, follow, wrap, timestamps, and the panels beside the log.
+ranks, side by side, follow, wrap, timestamps, health probe lines, and the panels beside the log.
 
 A mixin of ``MainScreen``: its bindings come from the one key table (``ui/keys.py``), whose
 actions resolve on the screen.
@@ -85,6 +85,9 @@ class LogKeys:
 
     def action_toggle_timestamps(self) -> None:
         self.logs.toggle_timestamps()
+
+    def action_toggle_probes(self) -> None:
+        self.logs.toggle_probes()
 
     def action_checks(self) -> None:
         panel = self.checks_panel

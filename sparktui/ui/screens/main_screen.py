@@ -211,8 +211,8 @@ class MainScreen(LogKeys, Jobs):
         if self.options.remember:
             save_state({"recipe": slug})
         usable = info is not None and info.usable
-        session = Session(info, self.options.state_root, EventBridge(self)) \
-            if info is not None and usable else None
+        session = Session(info, self.options.state_root, EventBridge(self),
+                          self.options.health_interval) if info is not None and usable else None
         self.session = session
         self.state.open(session.orch.checks.snapshot() if session is not None else None)
         nodes = [r.node for r in session.plan.ranks] if session is not None else []

@@ -22,9 +22,9 @@ def explain(rank: int, node: str, world: int, tp: int) -> str:
         return (f"{first}\n\nRank {rank} is one of the {world} ranks of a TP{tp} group. When one rank "
                 "goes away, the other ranks of the group usually fail too (NCCL or TCPStore errors) "
                 "and the restarted rank then waits for peers that are gone.\n\n"
-                "Whole group = down, then up: every rank is stopped and launched again, in a new run.")
+                "Whole group: every rank is stopped and launched again (workers first), in the same run.")
     return (f"{first}\n\nThe other {world - 1} rank(s) keep running.\n\n"
-            "Whole group = down, then up: every rank is stopped and launched again, in a new run.")
+            "Whole group: every rank is stopped and launched again (workers first), in the same run.")
 
 
 class RestartScreen(ModalScreen[RestartChoice | None]):

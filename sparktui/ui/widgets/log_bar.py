@@ -1,4 +1,5 @@
-"""The line above the logs: which ranks are shown, follow/wrap/time switches, the grep count."""
+"""The line above the logs: which ranks are shown, follow/wrap/time switches, the grep count,
+how many health-probe lines are hidden."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ class LogBarState:
     lines: int = 0
     note: str | None = None  # e.g. showing an excerpt of a file
     grid: bool = False  # a pane per rank
+    hide_probes: bool = True  # the engine's access-log lines of sparktui's probes are hidden
+    hidden: int = 0  # probe lines hidden from what is shown
 
 
 class LogBar(Static):
@@ -74,7 +77,12 @@ class LogBar(Static):
             out.append(f"{s.matches:,} {noun}", f"bold {variables.get('accent', '')}".strip())
         else:
             out.append(f"{s.lines:,} lines", variables.get("text-muted", ""))
+            if s.hidden:
+                out.append(f" · {s.hidden:,} probe line{'' if s.hidden == 1 else 's'} hidden",
+                           variables.get("text-muted", ""))
         flags = ["follow" if s.follow else "paused"]
+        if not s.hide_probes:
+            flags.append("probes shown")
         if s.grid:
             flags.append("side by side")
         if s.wrap:

@@ -5,6 +5,9 @@ in-memory window when it still holds everything, else the run's files, scanned i
 follow / wrap / timestamps, next/previous match and jumps to a given line. ``g`` lays the
 ranks out side by side instead (``RankPanes``: a pane per rank); grep, follow, wrap and
 timestamps then act on every pane.
+
+The engine's access-log lines of sparktui's own health probes are hidden unless the operator
+shows them (``hide_probes``); the bar counts them. A grep searches every line, probes included.
 """
 
 from __future__ import annotations
@@ -20,7 +23,17 @@ from textual.widgets import Input
 
 from sparktui.core.linefilter import NO_FILTER, LineFilter
 from sparktui.core.runstore import Run
-from sparktui.ui.logstore import NO, RANK, TEXT, LogLine, LogStore, merge, read_lines, scan_run
+from sparktui.ui.logstore import (
+    NO,
+    RANK,
+    TEXT,
+    LogLine,
+    LogStore,
+    is_probe_line,
+    merge,
+    read_lines,
+    scan_run,
+)
 from sparktui.ui.widgets.grep_input import GrepInput
 from sparktui.ui.widgets.log_bar import LogBar, LogBarState
 from sparktui.ui.widgets.log_view import LogView
@@ -66,6 +79,7 @@ class LogPanel(Vertical):
         self.scanning = False
         self.excerpt: str | None = None
         self.idle_text = ""  # what an empty log says (set by the screen: not running, ...)
+        self.hide_probes = True  # hide the access-log lines of sparktui's own health probes
         self._generation = 0
         self._debounce: Timer | None = None
         self._pending: list[list[LogLine]] = []  # batches not in the view yet (all in the store)
@@ -179,7 +193,7 @@ class LogPanel(Vertical):
         if not f.active:
             self.matches = None
             self.scanning = False
-            self._show(self.store.view(ranks), f, keep)
+            self._show(self.store.view(ranks, hide_probes=self.hide_probes), f, keep)
         elif self.run is None or all(self.store.complete(r) for r in ranks):
             lines = [line for line in self.store.view(ranks) if f.matches(line[TEXT])]
             self.matches = len(lines)
@@ -210,6 +224,11 @@ class LogPanel(Vertical):
             return
         if self.shown is not None and lines[0][RANK] != self.shown:
             return
+        if self.hide_probes and not self.line_filter.active:
+            lines = self.store.drop_probes(lines)
+            if not lines:  # nothing to paint; the bar's count changed
+                self.update_bar()
+                return
         self._pending.append(lines)
         if self._flush_timer is None:
             wait = self._flushed_at + FLUSH_S - time.monotonic()
@@ -259,12 +278,14 @@ class LogPanel(Vertical):
             placeholder = self.idle_text
         for each in views:
             each.set_placeholder(placeholder)
+        hiding = self.hide_probes and not self.line_filter.active and excerpt is None
         self.query_one(LogBar).show(LogBarState(
             world=self.store.world, shown=self.shown, follow=all(v.follow for v in views),
             wrap=view.wrap, timestamps=view.timestamps, grep=self.pending_filter.text,
             grep_error=self.pending_filter.error, matches=self.matches,
             scanning=self.scanning, lines=sum(len(v.lines) for v in views), note=excerpt,
-            grid=self.grid))
+            grid=self.grid, hide_probes=self.hide_probes,
+            hidden=self.store.probe_count(self.ranks()) if hiding else 0))
 
     @on(LogView.FollowChanged)
     def _follow_changed(self, event: LogView.FollowChanged) -> None:
@@ -354,6 +375,11 @@ class LogPanel(Vertical):
     def toggle_timestamps(self) -> None:
         self._toggle("timestamps")
 
+    def toggle_probes(self) -> None:
+        """Hide or show the engine's access-log lines of sparktui's own health probes."""
+        self.hide_probes = not self.hide_probes
+        self.rebuild(keep=None if self.view.follow else self.view.middle_line())
+
     def _toggle(self, option: str) -> None:
         """Flip a view option on the one view and every pane alike (switching layout keeps it)."""
         shown = self.views()
@@ -374,6 +400,8 @@ class LogPanel(Vertical):
             self.grep_input.value = ""
             self.remove_class("-grep")
             self.line_filter = self.pending_filter = NO_FILTER
+        if self.hide_probes and is_probe_line(line[TEXT]):
+            self.hide_probes = False  # the line asked for is a probe's: show them (h hides again)
         if self.shown is not None and self.shown != rank:
             self.shown = rank
         self._set_grid(False)  # the one view, where the line sits among every rank's

@@ -292,6 +292,13 @@ class LogView(ScrollView, can_focus=True):
             self._restore(anchor)
 
     # -- cursor and jumps ---------------------------------------------------------------------
+    def middle_line(self) -> LogLine | None:
+        """The line in the middle of the view: kept in sight when the lines are laid out again."""
+        if not self.lines:
+            return None
+        row = int(self.scroll_y) + self.scrollable_content_region.height // 2
+        return self.lines[min(self._line_at_row(row)[0], len(self.lines) - 1)]
+
     def show_line(self, index: int, set_cursor: bool = True) -> None:
         """Scroll so line ``index`` sits in the middle of the view; mark it with the cursor."""
         if not 0 <= index < len(self.lines):

@@ -1,0 +1,150 @@
+"""The restart watchdog: while a console or ``sparktui watch`` follows a run, a group that had
+been ready and then loses a rank, or whose smoke request fails twice in a row, is restarted
+whole (same run), at most ``max`` times per ``window`` (the recipe's ``[restart]``).
+
+The budget is counted from the run's events.jsonl, so a watchdog started again later (another
+``watch``, the console reopened) spends the same budget. Every restart and the budget being
+spent are recorded there with their reason and announced as notices.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING
+
+from sparktui.backend.events import Event, RankChanged
+from sparktui.core.errors import sentence
+from sparktui.core.recipe import RestartPolicy
+from sparktui.core.runstore import Run
+from sparktui.core.units import format_duration
+
+if TYPE_CHECKING:
+    from sparktui.backend.orchestrator import Orchestrator
+
+SMOKE_FAILURES = 2  # in a row, before the group counts as dead
+GRACE_S = 2.0  # a TP group falls within moments: then the first to fail is known
+
+
+def restarts_in_window(run: Run, window_s: float, now: float | None = None) -> list[float]:
+    """When the watchdog restarted this run's group within the window (epoch seconds)."""
+    now = time.time() if now is None else now
+    return [float(ev["at"]) for ev in run.events()
+            if ev.get("kind") == "watchdog" and ev.get("action") == "restart"
+            and isinstance(ev.get("at"), (int, float)) and now - float(ev["at"]) <= window_s]
+
+
+def budget_text(policy: RestartPolicy) -> str:
+    return f"{policy.max} in {format_duration(policy.window_s)}"
+
+
+def summary(run: Run | None, policy: RestartPolicy) -> str | None:
+    """One line for ``status``: the policy and what it spent in its window (whoever ran it)."""
+    if policy.policy == "off":
+        return None
+    used = len(restarts_in_window(run, policy.window_s)) if run is not None else 0
+    text = f"watchdog: {used} of {budget_text(policy)} group restarts used"
+    last = [ev for ev in run.events() if ev.get("kind") == "watchdog"][-1:] if run is not None else []
+    if last and last[0].get("action") == "budget-spent":
+        text += f"; restart budget spent ({budget_text(policy)}): the group stays failed"
+    return text
+
+
+class Watchdog:
+    """Armed once every rank is ready; a failure while armed restarts the group (once)."""
+
+    def __init__(self, orch: Orchestrator, policy: RestartPolicy) -> None:
+        self.orch = orch
+        self.policy = policy
+        self.armed = False
+        self.spent = False
+        self._ready: set[int] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._smoke_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def start(self) -> None:
+        """Watch from now on (the Orchestrator must be following its run)."""
+        self.orch.subscribe(self.on_event)
+        for info in self.orch.ranks:
+            if info.state == "ready":
+                self._ready.add(info.rank)
+        self.armed = len(self._ready) == len(self.orch.ranks)
+        if self.policy.smoke_every_s:
+            self._smoke_task = asyncio.create_task(self._smoke_loop(self.policy.smoke_every_s),
+                                                   name="watchdog-smoke")
+
+    def on_event(self, event: Event) -> None:
+        if self._closed or not isinstance(event, RankChanged):
+            return
+        snap = event.rank
+        if snap.state == "ready":
+            self._ready.add(snap.rank)
+            if len(self._ready) == len(self.orch.ranks) and not self.armed:
+                self.armed = True
+                self.spent = False
+        else:
+            self._ready.discard(snap.rank)
+        if snap.state == "failed" and self.armed:
+            self.armed = False
+            self._trigger(None)
+
+    def _trigger(self, reason: str | None) -> None:
+        """``reason`` None: a rank failed; which one failed first is known after the group has
+        had ``GRACE_S`` to fall (the ranks' ends are noticed in any order)."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._restart(reason), name="watchdog-restart")
+
+    async def _restart(self, reason: str | None) -> None:
+        if reason is None:
+            await asyncio.sleep(GRACE_S)
+            failed = self.orch.failures()
+            if not failed:
+                return  # nothing is failed any more (restarted by hand meanwhile)
+            reason = f"rank {failed[0].rank} failed after ready: {failed[0].detail}"
+        run = self.orch.run
+        if run is None:
+            return
+        used = restarts_in_window(run, self.policy.window_s)
+        if len(used) >= self.policy.max:
+            self.spent = True
+            text = f"restart budget spent ({budget_text(self.policy)}): the group stays failed; {reason}"
+            run.event("watchdog", action="budget-spent", reason=reason, at=time.time())
+            self.orch.board.notice("error", text)
+            return
+        n = len(used) + 1
+        run.event("watchdog", action="restart", reason=reason, at=time.time())
+        self.orch.board.notice("warning", f"watchdog: restarting the whole group "
+                                          f"({n} of {budget_text(self.policy)}): {reason}")
+        try:
+            await self.orch.restart_group(by="by the watchdog")
+        except Exception as exc:
+            self.orch.board.notice("error", f"watchdog: the group restart failed: {sentence(exc)}")
+
+    async def _smoke_loop(self, every: float) -> None:
+        failures = 0
+        while not self._closed:
+            await asyncio.sleep(every)
+            if not self.armed:
+                failures = 0
+                continue
+            try:
+                await self.orch.smoke()
+                failures = 0
+            except Exception as exc:
+                failures += 1
+                self.orch.board.notice("warning", f"watchdog: smoke request failed "
+                                                  f"({failures} in a row): {sentence(exc)}")
+                if failures >= SMOKE_FAILURES:
+                    failures = 0
+                    self.armed = False
+                    self._trigger(f"the smoke request failed {SMOKE_FAILURES} times in a row")
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in (self._task, self._smoke_task):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task

@@ -1,0 +1,82 @@
+"""What sparktui needs to know about an inference engine, behind one interface.
+
+An adapter says which flags the launcher appends per rank, which ranks answer HTTP and on
+which paths, when a rank is ready, and the engine's default ready and fatal lines. Pure: the
+Orchestrator, the plan and the health prober ask it; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+FATAL_LINES: tuple[str, ...] = (
+    "Traceback (most recent call last):",
+    "Watchdog caught collective operation timeout",
+    "NCCL error",
+    "torch.OutOfMemoryError: CUDA out of memory",
+    "TCPStore ... Failed to recv",
+    "EngineDeadError",
+)
+"""Lines after which a rank will not come up, whatever the engine; checked unless
+``[boot] engine_fatal = false``."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One HTTP request that must answer 200 for the rank to count as healthy."""
+
+    path: str
+    names_model: bool = False  # the body must name the served model (``/v1/models``)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What the rank flags are made of (the plan fills it from the recipe and the cluster)."""
+
+    model: str
+    nnodes: int
+    rank: int
+    head_addr: str  # the head's fabric address
+    dist_port: int  # rendezvous port on the head
+    port: int  # the rank's API port
+    distributed_backend: str = "mp"
+
+
+@dataclass(frozen=True)
+class ReadyFacts:
+    """What is known of one rank when its readiness is decided."""
+
+    rank: int
+    running: bool  # its container (or process) runs
+    health: int | None  # the last probe's code; None: nothing answered or not probed
+    line_seen: bool  # its own ready line appeared (where one is expected)
+    head_ready: bool  # rank 0 is ready
+    head_line_seen: bool  # rank 0's ready line appeared
+    probed: bool = False  # a probe was sent since it started booting: health None = nothing answers
+
+
+class Engine(Protocol):
+    """One engine's rules. The plan asks for the rank flags and who serves HTTP, the recipe for
+    the launcher's flags and defaults, the health prober for the probes, the board for ready."""
+
+    name: str
+    ready_line: str  # the default ready line, printed by rank 0
+    default_port: int
+    launcher_flags: tuple[str, ...]  # flags the launcher owns; a recipe setting one is an error
+
+    def rank_flags(self, launch: Launch) -> list[str]:
+        """The flags appended to the recipe's ``args`` for this rank."""
+        ...
+
+    def serves_http(self, rank: int, nnodes: int, distributed_backend: str) -> bool:
+        """Whether the rank answers HTTP on its port (headless workers do not)."""
+        ...
+
+    def probes(self, rank: int) -> tuple[Probe, ...]:
+        """What to ask a rank that serves HTTP; all must answer 200."""
+        ...
+
+    def ready(self, facts: ReadyFacts) -> bool:
+        """The engine's ready rule for one booting rank."""
+        ...

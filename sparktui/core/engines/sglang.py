@@ -1,0 +1,40 @@
+"""SGLang: every rank gets the rendezvous flags; rank 0 serves the API, and non-zero node ranks
+run SGLang's small health server on the same port."""
+
+from __future__ import annotations
+
+from sparktui.core.engines.base import Launch, Probe, ReadyFacts
+
+
+class SGLang:
+    name = "sglang"
+    ready_line = "The server is fired up and ready to roll!"
+    default_port = 30000
+    launcher_flags: tuple[str, ...] = (
+        "--model-path", "--nnodes", "--node-rank", "--dist-init-addr", "--host", "--port",
+    )
+
+    def rank_flags(self, launch: Launch) -> list[str]:
+        return ["--model-path", launch.model, "--nnodes", str(launch.nnodes), "--node-rank",
+                str(launch.rank), "--dist-init-addr", f"{launch.head_addr}:{launch.dist_port}",
+                "--host", "0.0.0.0", "--port", str(launch.port)]
+
+    def serves_http(self, rank: int, nnodes: int, distributed_backend: str) -> bool:
+        return True
+
+    def probes(self, rank: int) -> tuple[Probe, ...]:
+        if rank == 0:
+            return (Probe("/health"), Probe("/v1/models", names_model=True))
+        return (Probe("/health"),)
+
+    def ready(self, facts: ReadyFacts) -> bool:
+        """Rank 0: its ready line (SGLang prints it once every rank joined and the API serves).
+        Other ranks: ``/health`` 200 once rank 0's ready line appeared (the health server may
+        answer before the group is whole); a rank that answers no HTTP at all (an SGLang build
+        without the workers' health server) is ready once it runs and rank 0 is ready; not
+        probed yet is not "no HTTP" (a reattach replays rank 0's line before any probe)."""
+        if facts.rank == 0:
+            return facts.line_seen
+        if facts.health == 200:
+            return facts.head_line_seen
+        return facts.probed and facts.health is None and facts.running and facts.head_ready

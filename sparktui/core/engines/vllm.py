@@ -1,0 +1,46 @@
+"""vLLM with ``distributed_backend = "mp"``: rank 0 serves the API; on more than one node the
+ranks > 0 run ``--headless`` and open no port, so they are ready when they run and rank 0 is
+ready (a fatal line or an exit fails the rank before this rule is asked). ``ray`` is refused by
+the recipe until it is supported."""
+
+from __future__ import annotations
+
+from sparktui.core.engines.base import Launch, Probe, ReadyFacts
+
+
+def _headless(rank: int, nnodes: int, distributed_backend: str) -> bool:
+    return distributed_backend == "mp" and nnodes > 1 and rank > 0
+
+
+class VLLM:
+    name = "vllm"
+    ready_line = "Application startup complete."
+    default_port = 8000
+    launcher_flags: tuple[str, ...] = (
+        "--model", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless",
+        "--host", "--port",
+    )
+
+    def rank_flags(self, launch: Launch) -> list[str]:
+        flags = ["--model", launch.model, "--host", "0.0.0.0", "--port", str(launch.port)]
+        if launch.distributed_backend == "mp" and launch.nnodes > 1:
+            flags += ["--nnodes", str(launch.nnodes), "--node-rank", str(launch.rank),
+                      "--master-addr", launch.head_addr, "--master-port", str(launch.dist_port)]
+            if _headless(launch.rank, launch.nnodes, launch.distributed_backend):
+                flags.append("--headless")
+        return flags
+
+    def serves_http(self, rank: int, nnodes: int, distributed_backend: str) -> bool:
+        return not _headless(rank, nnodes, distributed_backend)
+
+    def probes(self, rank: int) -> tuple[Probe, ...]:
+        if rank == 0:
+            return (Probe("/health"), Probe("/v1/models", names_model=True))
+        return ()  # a headless worker: nothing to ask
+
+    def ready(self, facts: ReadyFacts) -> bool:
+        """Rank 0: its ready line, unless its API answers but is unhealthy (``/health`` or
+        ``/v1/models`` not naming the model). Headless workers: running while rank 0 is ready."""
+        if facts.rank == 0:
+            return facts.line_seen and facts.health in (200, None)
+        return facts.running and facts.head_ready

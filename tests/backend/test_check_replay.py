@@ -1,0 +1,107 @@
+"""A reattach reaches the live run's check verdicts: the live Board records when boots ended
+and which checks the operator added; a new Board replaying the run's files and events shows the
+same counts. Real run files in tmp, no cluster (nothing here talks to a node)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sparktui.backend.board import Board, ended_boots
+from sparktui.backend.follower import LogFollower
+from sparktui.core.cluster import local_cluster
+from sparktui.core.plan import Plan, build_plan
+from sparktui.core.recipe import load_recipe
+from sparktui.core.runstore import Run, RunStore, utc_now
+from tests.conftest import RECIPES
+
+BOOT = ["DEMO rendezvous ok: world=4 rank={r} peers=3", "Load weight end. type=Demo",
+        "KV cache ready: #tokens=123456"]
+HEAD = ["max_total_num_tokens=123456, chunked_prefill_size=4096, x max_running_requests=16",
+        "The server is fired up and ready to roll!"]
+NEVER = "DEMO added by the operator ..."
+
+
+def plan() -> Plan:
+    recipe = load_recipe(RECIPES / "demo-tp4" / "recipe.toml")
+    return build_plan(recipe, local_cluster(4))
+
+
+def board(p: Plan) -> tuple[Board, LogFollower]:
+    b = Board(p, local_cluster(4).nodes, lambda _event: None)
+    return b, LogFollower(b, {}, {})
+
+
+def say(follower: LogFollower, rank: int, *lines: str) -> None:
+    follower.ingest(follower.board.ranks[rank], [(utc_now(), line) for line in lines])
+
+
+def live_boot(tmp_path: Path) -> tuple[Board, LogFollower, Run]:
+    """Every rank up and ready (the boot ends), as the follower and the prober see it."""
+    b, f = board(plan())
+    run = RunStore(tmp_path).create("demo-tp4")
+    b.run = run
+    for info in b.ranks:
+        info.container_id = f"c{info.rank}"
+        b.set_state(info, "creating")
+        b.set_state(info, "booting")
+        say(f, info.rank, *[line.format(r=info.rank) for line in BOOT])
+    say(f, 0, *HEAD)
+    for info in b.ranks[1:]:
+        b.set_health(info, 200)
+    assert [i.state for i in b.ranks] == ["ready"] * 4
+    return b, f, run
+
+
+def counts(b: Board) -> dict[int, dict[str, int]]:
+    return {r: b.checks.rank_summary(r) for r in range(4)}
+
+
+async def reattached(run: Run, running: bool) -> Board:
+    b, f = board(plan())
+    for info in b.ranks:
+        info.observe(f"c{info.rank}", running, None if running else 4)
+    await f.replay_checks(run)
+    return b
+
+
+async def test_a_group_that_fell_apart_after_ready_replays_its_verdicts(tmp_path: Path) -> None:
+    live, f, run = live_boot(tmp_path)
+    await f.add_check(NEVER, "any")  # after the end: failed at once, as the others were
+    say(f, 2, "RuntimeError: NCCL error: unhandled system error", "Traceback (most recent call last):")
+    shown = counts(live)
+    assert all(c["pending"] == 0 for c in shown.values())
+    assert shown[2]["failed"] == 3  # the added check, NCCL error and Traceback
+
+    assert counts(await reattached(run, running=False)) == shown  # every container exited
+    assert counts(await reattached(run, running=True)) == shown  # still running, not ready yet
+
+
+async def test_a_rank_restarted_since_the_end_boots_again(tmp_path: Path) -> None:
+    live, f, run = live_boot(tmp_path)
+    run.event("restart", rank=1, old="c1")
+    say(f, 1, "--- sparktui: rank 1 restarted by the operator (container c1 replaced) ---")
+    live.checks.reset(1)
+    say(f, 1, BOOT[0].format(r=1))
+    shown = counts(live)
+    assert shown[1]["pending"] > 0 and shown[0]["pending"] == 0
+    assert counts(await reattached(run, running=True)) == shown
+
+
+def test_ended_boots_reads_ends_and_restarts_in_order() -> None:
+    events = [{"kind": "boot-ended", "ranks": [2]}, {"kind": "restart", "rank": 2},
+              {"kind": "boot-ended", "ranks": [3, 9]}, {"kind": "rank", "rank": 1}]
+    assert ended_boots(events, 4) == {3}
+    assert ended_boots([*events, {"kind": "ready"}, {"kind": "restart", "rank": 0}], 4) == {1, 2, 3}
+
+
+async def test_a_container_that_exited_unwatched_ended_its_boot(tmp_path: Path) -> None:
+    run = RunStore(tmp_path).create("demo-tp4")
+    for rank in range(4):  # lines caught up from containers nobody followed; no end recorded
+        run.log(rank).append([(utc_now(), BOOT[0].format(r=rank))])
+    b, f = board(plan())
+    for info in b.ranks:
+        info.observe(f"c{info.rank}", info.rank != 3, 4 if info.rank == 3 else None)
+    await f.replay_checks(run)
+    own = [st.state for (_cid, r), st in b.checks.status.items() if r == 3]
+    assert "pending" not in own and "failed" in own
+    assert all(b.checks.rank_summary(r)["pending"] > 0 for r in range(3))

@@ -1,0 +1,106 @@
+"""The engine adapters: each engine's rank flags, who serves HTTP, what is probed, and that the
+recipe and the plan take every such rule from the adapter (one place)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import get_args
+
+import pytest
+
+from sparktui.core.cluster import load_cluster
+from sparktui.core.engines import ENGINES, FATAL_LINES, Launch, Probe, engine
+from sparktui.core.errors import RecipeError
+from sparktui.core.plan import build_plan
+from sparktui.core.recipe import EngineName, flag_name, load_recipe, load_recipe_text
+from tests.conftest import CLUSTER4, RECIPES, SEED
+
+VLLM_RECIPE = """\
+engine = "vllm"
+docker_image = "vllm/vllm-openai:latest"
+model = "Qwen/Qwen3-0.6B"
+required_nodes = 4
+tensor_parallel_size = 4
+args = ["--tensor-parallel-size", "4"]
+"""
+
+
+def launch(rank: int, nnodes: int = 4, backend: str = "mp") -> Launch:
+    return Launch(model="org/M", nnodes=nnodes, rank=rank, head_addr="10.0.0.1", dist_port=25000,
+                  port=8000, distributed_backend=backend)
+
+
+def test_recipe_engines_are_the_adapters() -> None:
+    assert set(get_args(EngineName)) == set(ENGINES)
+    for name, adapter in ENGINES.items():
+        assert adapter.name == name
+
+
+def test_sglang_rank_flags() -> None:
+    sglang = engine("sglang")
+    assert sglang.rank_flags(launch(2)) == [
+        "--model-path", "org/M", "--nnodes", "4", "--node-rank", "2",
+        "--dist-init-addr", "10.0.0.1:25000", "--host", "0.0.0.0", "--port", "8000"]
+    assert all(sglang.serves_http(r, 4, "mp") for r in range(4))
+    assert sglang.probes(0) == (Probe("/health"), Probe("/v1/models", names_model=True))
+    assert sglang.probes(1) == (Probe("/health"),)
+
+
+def test_vllm_rank_flags_head_and_headless_workers() -> None:
+    vllm = engine("vllm")
+    common = ["--model", "org/M", "--host", "0.0.0.0", "--port", "8000"]
+    multi = ["--nnodes", "4", "--master-addr", "10.0.0.1", "--master-port", "25000"]
+    head, worker = vllm.rank_flags(launch(0)), vllm.rank_flags(launch(3))
+    assert head == [*common, "--nnodes", "4", "--node-rank", "0", *multi[2:]]
+    assert worker == [*common, "--nnodes", "4", "--node-rank", "3", *multi[2:], "--headless"]
+    assert vllm.rank_flags(launch(0, nnodes=1)) == common  # one node: no multi-node flags
+    assert [vllm.serves_http(r, 4, "mp") for r in range(4)] == [True, False, False, False]
+    assert vllm.serves_http(0, 1, "mp")
+    assert vllm.probes(0) == (Probe("/health"), Probe("/v1/models", names_model=True))
+    assert vllm.probes(1) == ()  # headless: nothing to ask
+
+
+@pytest.mark.parametrize("name", sorted(ENGINES))
+def test_every_flag_the_launcher_appends_is_launcher_owned(name: str) -> None:
+    adapter = engine(name)
+    for rank in range(4):
+        flags = {f for t in adapter.rank_flags(launch(rank)) if (f := flag_name(t))}
+        assert flags <= set(adapter.launcher_flags)
+
+
+def test_the_recipe_refuses_flags_the_adapter_owns() -> None:
+    with pytest.raises(RecipeError, match="--master-port is set by the launcher"):
+        load_recipe_text(VLLM_RECIPE.replace('"4"]', '"4", "--master-port", "1"]'))
+
+
+def test_defaults_come_from_the_adapter() -> None:
+    recipe = load_recipe_text(VLLM_RECIPE)
+    assert recipe.spec.api_port == engine("vllm").default_port == 8000
+    plan = build_plan(recipe, load_cluster(CLUSTER4))
+    assert plan.boot.ready == "Application startup complete."
+    assert plan.boot.must_not_show[-len(FATAL_LINES):] == list(FATAL_LINES)
+    assert load_recipe(SEED).spec.api_port == 30000
+
+
+def test_plan_knows_who_serves_http() -> None:
+    cluster = load_cluster(CLUSTER4)
+    plan = build_plan(load_recipe_text(VLLM_RECIPE), cluster)
+    assert [r.serves_http for r in plan.ranks] == [True, False, False, False]
+    assert plan.distributed_backend == "mp"
+    assert plan.ranks[1].container.command[-1] == "--headless"
+    data = plan.to_json()
+    assert [r["serves_http"] for r in data["ranks"]] == [True, False, False, False]
+    assert data["recipe"]["distributed_backend"] == "mp"
+    sglang = build_plan(load_recipe(SEED), cluster)
+    assert all(r.serves_http for r in sglang.ranks)
+
+
+@pytest.mark.parametrize(("recipe", "digest"), [
+    (SEED, "f57e44dce7ee"),
+    (RECIPES / "demo-tp4" / "recipe.toml", "5301a3f302ce"),
+    (None, "1314471e5f96"),
+])
+def test_plan_hash_of_a_running_cluster_does_not_change(recipe: Path | None, digest: str) -> None:
+    """The hashes before the adapters existed: containers launched then still match."""
+    loaded = load_recipe(recipe) if recipe else load_recipe_text(VLLM_RECIPE)
+    assert build_plan(loaded, load_cluster(CLUSTER4)).plan_hash == digest

@@ -1,0 +1,129 @@
+"""Health probes on the real 4-node test cluster travel through each node's SSH connection.
+
+Every node drops connections to the engine's API port that come from outside the node (an
+iptables rule in its network namespace, as a real cluster's firewall would): sparktui still sees
+every rank ready and healthy, because it asks from the node itself. A lost SSH link gives no
+health code (and no crash) until the link is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparktui.backend.orchestrator import Orchestrator
+from sparktui.core.cluster import load_cluster
+from sparktui.core.plan import build_plan
+from sparktui.core.recipe import load_recipe
+from tests.conftest import ROOT
+from tests.realparts.conftest import tbm
+
+pytestmark = pytest.mark.realparts
+
+DEMO = ROOT / "recipes" / "demo-tp4"
+API_PORT = 30000  # the demo recipe's port; real clusters use no port offset
+RULE = ["INPUT", "-p", "tcp", "--dport", str(API_PORT), "!", "-i", "lo", "-j", "DROP",
+        "-m", "comment", "--comment", "sparktui-probe-test"]
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def iptables(node: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["nsenter", f"--net={node.netns_path}", "iptables", "-w", "5", *args],
+                          capture_output=True, text=True, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def firewalled(testbed: Any) -> Iterator[Any]:
+    """The API port closed to everything but the node's own loopback, on every node."""
+    for node in testbed.nodes:
+        res = iptables(node, "-I", *RULE)
+        assert res.returncode == 0, f"{node.name}: iptables: {res.stderr}"
+    yield testbed
+    for node in testbed.nodes:
+        while iptables(node, "-D", *RULE).returncode == 0:
+            pass
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("probe-state")
+
+
+@pytest.fixture(scope="module")
+def cli(firewalled: Any, state: Path) -> Iterator[Cli]:
+    env = {**os.environ, "XDG_STATE_HOME": str(state), "XDG_CONFIG_HOME": str(state / "config")}
+    env.pop("SPARKTUI_CLUSTER", None)
+
+    def run(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "sparktui", args[0], str(DEMO),
+                "--cluster", firewalled.cluster_file, *args[1:]]
+        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+        assert "Traceback (most recent call last)" not in proc.stderr, proc.stderr
+        return proc
+
+    run("down")
+    yield run
+    run("down")
+
+
+def test_up_and_status_see_health_200_with_the_api_port_closed_to_us(cli: Cli,
+                                                                     firewalled: Any) -> None:
+    up = cli("up", "--wait")
+    assert up.returncode == 0, up.stderr
+    assert "ready: 4 ranks" in up.stdout
+    # the engines run and listen, yet from this machine their port says nothing at all
+    for node in firewalled.nodes:
+        with pytest.raises(TimeoutError):
+            socket.create_connection((node.ip, API_PORT), timeout=1.5).close()
+    status = json.loads(cli("status", "--json").stdout)
+    assert [r["state"] for r in status["ranks"]] == ["ready"] * 4
+    assert [r["health"] for r in status["ranks"]] == [200] * 4
+
+
+async def _until(what: Callable[[], bool], timeout: float, why: str) -> None:
+    end = time.monotonic() + timeout
+    while not what():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {why}")
+        await asyncio.sleep(0.2)
+
+
+async def test_a_lost_ssh_link_shows_no_code_until_it_is_back(cli: Cli, firewalled: Any,
+                                                              state: Path) -> None:
+    recipe = load_recipe(DEMO / "recipe.toml")
+    cluster = load_cluster(Path(firewalled.cluster_file))
+    orch = Orchestrator(recipe, cluster, build_plan(recipe, cluster), state_root=state / "sparktui")
+    try:
+        assert not await orch.connect()
+        assert await orch.attach(follow=False)
+        await orch.refresh_health()
+        assert [i.health for i in orch.ranks] == [200] * 4
+        loop = asyncio.create_task(orch.health.loop())
+        rank2 = orch.ranks[2]
+        await asyncio.to_thread(tbm.stop_sshd, firewalled.state_dir, "node2")
+        try:
+            await _until(lambda: rank2.health is None, 25, "rank 2's code to clear")
+            assert await orch.health.probe(rank2) is None  # no exception either
+            assert [i.health for i in orch.ranks] == [200, 200, None, 200]
+            assert not loop.done()
+        finally:
+            await asyncio.to_thread(tbm.start_sshd, firewalled.state_dir, "node2")
+        await orch.transports["node2"].connect()  # the log follower's job; no follower here
+        await _until(lambda: rank2.health == 200, 25, "rank 2 healthy again")
+        assert not loop.done()
+        orch.health.closed = True
+        loop.cancel()
+    finally:
+        await orch.close()
