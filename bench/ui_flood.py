@@ -68,7 +68,7 @@ DIST_INIT_PORT = 25000  # the local cluster's --dist-init-addr port
 # -- setup -------------------------------------------------------------------------------------
 def flood_recipe(folder: Path, flood: int, port: int) -> Path:
     """``recipes/demo-tp4`` with a 0 s boot, the flood switched on and its own ports."""
-    text = (ROOT / "recipes/demo-tp4/recipe.toml").read_text()
+    text = (ROOT / "sparktui" / "recipes" / "demo-tp4" / "recipe.toml").read_text()
     edits = [
         ('"--demo-boot-seconds", "2"', '"--demo-boot-seconds", "0"'),
         ("\nport = 30000\n", f"\nport = {port}\n"),

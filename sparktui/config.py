@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import os
+from importlib.resources import files
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import platformdirs
 
-from sparktui.core.cluster import Cluster, default_cluster_path, load_cluster, local_cluster
+if TYPE_CHECKING:
+    from sparktui.core.cluster import Cluster
 
 APP = "sparktui"
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def shipped(name: str) -> Path:
+    """A folder shipped inside the package (``recipes``, ``themes``, ``schema``): found the
+    same way in a source checkout and in an installed wheel."""
+    return Path(str(files("sparktui").joinpath(name)))
 
 
 def config_dir() -> Path:
@@ -28,7 +36,7 @@ def recipes_dirs(explicit: Path | None = None) -> list[Path]:
     found: list[Path] = []
     env = os.environ.get("SPARKTUI_RECIPES")
     candidates = [Path(env)] if env else []
-    candidates += [Path.cwd() / "recipes", config_dir() / "recipes", PROJECT_ROOT / "recipes"]
+    candidates += [Path.cwd() / "recipes", config_dir() / "recipes", shipped("recipes")]
     for c in candidates:
         resolved = c.expanduser().resolve()
         if resolved.is_dir() and resolved not in found:
@@ -38,6 +46,8 @@ def recipes_dirs(explicit: Path | None = None) -> list[Path]:
 
 def resolve_cluster(explicit: Path | None, nodes_needed: int) -> Cluster:
     """``--cluster``, else ``$SPARKTUI_CLUSTER``, else the user's cluster.toml, else local."""
+    from sparktui.core.cluster import default_cluster_path, load_cluster, local_cluster
+
     path = explicit or default_cluster_path(config_dir())
     if path is None:
         return local_cluster(nodes_needed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from textual.theme import BUILTIN_THEMES
 
@@ -13,9 +14,22 @@ from sparktui.ui.options import ConsoleOptions
 from sparktui.ui.settings import load_settings
 from sparktui.ui.themes import load_themes
 
+if TYPE_CHECKING:
+    from sparktui.ui.app import SparkApp
+
 
 def run_console(args: argparse.Namespace) -> int:
     """Open the console on the recipes folders and the configured (or local) cluster."""
+    app = console_app(args)
+    if isinstance(app, int):
+        return app
+    settle()
+    app.run()
+    return 0
+
+
+def console_app(args: argparse.Namespace) -> SparkApp | int:
+    """The console exactly as ``sparktui`` opens it (an exit code when it cannot)."""
     from sparktui.ui.app import SparkApp  # Textual loads only when the console opens
 
     settings = load_settings()
@@ -31,7 +45,4 @@ def run_console(args: argparse.Namespace) -> int:
                              getattr(args, "cluster", None), window=settings.window,
                              telemetry_interval=settings.interval, low_memory=settings.low_memory,
                              health_interval=settings.health_interval)
-    app = SparkApp(options, theme=theme, settings=settings, themes=themes)
-    settle()
-    app.run()
-    return 0
+    return SparkApp(options, theme=theme, settings=settings, themes=themes)

@@ -21,10 +21,10 @@ else:  # pragma: no cover - exercised on 3.10 only
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
-from sparktui.config import PROJECT_ROOT, config_dir
+from sparktui.config import config_dir, shipped
 
 DEFAULT_THEME = "sparktui-dark"
-SHIPPED_THEMES = PROJECT_ROOT / "themes"
+SHIPPED_THEMES = shipped("themes")
 RANK_COLOR_VARIABLE = "rank-color-{}"
 RANK_COLORS_KEY = "rank-colors"  # how many rank colours the theme defines
 

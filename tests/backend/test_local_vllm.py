@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-RECIPE = "recipes/demo-vllm-tp4"
+RECIPE = "sparktui/recipes/demo-vllm-tp4"
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-DEMO = ROOT / "recipes" / "demo-tp4" / "recipe.toml"
+DEMO = ROOT / "sparktui" / "recipes" / "demo-tp4" / "recipe.toml"
 NEVER = "DEMO never printed: [feature] armed ..."
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -32,5 +32,5 @@ def test_committed_schema_is_current(capsys: pytest.CaptureFixture[str]) -> None
     """The file editors point at (see .taplo.toml) must match the models."""
     assert main(["schema"]) == 0
     generated = json.loads(capsys.readouterr().out)
-    committed = json.loads((ROOT / "schema" / "recipe.schema.json").read_text())
-    assert committed == generated, "run: sparktui schema > schema/recipe.schema.json"
+    committed = json.loads((ROOT / "sparktui" / "schema" / "recipe.schema.json").read_text())
+    assert committed == generated, "run: sparktui schema > sparktui/schema/recipe.schema.json"

@@ -31,7 +31,7 @@ from tests.realparts.conftest import tbm
 
 pytestmark = pytest.mark.realparts
 
-DEMO = ROOT / "recipes" / "demo-tp4"
+DEMO = ROOT / "sparktui" / "recipes" / "demo-tp4"
 PY_TRACEBACK = "Traceback (most recent call last):\n  File"
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]

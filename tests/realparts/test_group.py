@@ -26,7 +26,7 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.realparts
 
-DEMO = ROOT / "recipes" / "demo-tp4" / "recipe.toml"
+DEMO = ROOT / "sparktui" / "recipes" / "demo-tp4" / "recipe.toml"
 PY_TRACEBACK = "Traceback (most recent call last):\n  File"
 SLUG = "demo-group"
 

@@ -30,7 +30,7 @@ from tests.realparts.conftest import tbm
 
 pytestmark = pytest.mark.realparts
 
-DEMO = ROOT / "recipes" / "demo-tp4"
+DEMO = ROOT / "sparktui" / "recipes" / "demo-tp4"
 API_PORT = 30000  # the demo recipe's port; real clusters use no port offset
 RULE = ["INPUT", "-p", "tcp", "--dport", str(API_PORT), "!", "-i", "lo", "-j", "DROP",
         "-m", "comment", "--comment", "sparktui-probe-test"]

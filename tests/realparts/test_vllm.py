@@ -30,7 +30,7 @@ from tests.realparts.conftest import tbm
 
 pytestmark = pytest.mark.realparts
 
-RECIPE = ROOT / "recipes" / "demo-vllm-tp4"
+RECIPE = ROOT / "sparktui" / "recipes" / "demo-vllm-tp4"
 SLUG = "demo-vllm-tp4"
 PORT = 8000
 PY_TRACEBACK = "Traceback (most recent call last):\n  File"

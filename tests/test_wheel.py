@@ -1,0 +1,131 @@
+"""sparktui installed like a tool: the wheel built with the standard build frontend, installed
+into a fresh virtual environment, run from a folder outside the checkout.
+
+The wheel and the environment are real; only the dependencies (textual, pydantic, ...) come
+from this test environment's site-packages through a ``.pth`` line instead of a download, so
+the test needs no network. sparktui itself is imported from the wheel (checked).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+SKIP = {".git", ".venv", "build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache",
+        ".ruff_cache", "snapshot_report.html"}
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def _ignore(_folder: str, names: list[str]) -> set[str]:
+    return {n for n in names if n in SKIP or n.endswith(".egg-info")}
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(the fresh environment, a folder outside the checkout to run in)."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    src = tmp / "src"
+    shutil.copytree(ROOT, src, ignore=_ignore)  # build/ and egg-info stay out of the checkout
+    dist = tmp / "dist"
+    built = subprocess.run([sys.executable, "-m", "build", "--wheel", "--sdist", "--no-isolation",
+                            "--outdir", str(dist), str(src)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    (wheel,) = dist.glob("sparktui-*.whl")
+    assert list(dist.glob("sparktui-*.tar.gz")), "no sdist"
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    Path(purelib, "_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    inst = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps",
+                           "--no-index", "-q", str(wheel)], capture_output=True, text=True)
+    assert inst.returncode == 0, inst.stderr
+    elsewhere = tmp / "elsewhere"
+    elsewhere.mkdir()
+    return venv, elsewhere
+
+
+@pytest.fixture(scope="module")
+def run(installed: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Run:
+    venv, elsewhere = installed
+    home = tmp_path_factory.mktemp("home")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARKTUI_", "PYTHON", "VIRTUAL_ENV"))}
+    env.update(PATH=f"{venv / 'bin'}:{env.get('PATH', '')}", HOME=str(home),
+               XDG_CONFIG_HOME=str(home / "config"), XDG_STATE_HOME=str(home / "state"))
+
+    def go(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(list(args), cwd=elsewhere, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+
+    return go
+
+
+def test_the_wheel_is_what_runs(run: Run, installed: tuple[Path, Path]) -> None:
+    venv, _ = installed
+    where = run("python", "-c", "import sparktui; print(sparktui.__file__)")
+    assert where.stdout.strip().startswith(str(venv)), where.stdout + where.stderr
+    version = run("sparktui", "--version")
+    assert version.returncode == 0 and version.stdout.startswith("sparktui "), version
+
+
+def test_commands_from_another_folder(run: Run) -> None:
+    overview = run("sparktui", "overview")
+    assert overview.returncode == 0, overview.stderr
+    assert "demo-tp4" in overview.stdout and "dsv41-flash-4x-mia" in overview.stdout
+    assert "(none found)" not in overview.stdout
+    plan = run("sparktui", "plan", "demo-tp4")
+    assert plan.returncode == 0, plan.stderr
+    assert "sparktui.demo.engine" in plan.stdout
+    schema = run("sparktui", "schema")
+    assert json.loads(schema.stdout)["title"] == "sparktui recipe"
+    try:
+        up = run("sparktui", "up", "demo-tp4", "--wait", timeout=180)
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "ready: 4 ranks" in up.stdout
+    finally:
+        down = run("sparktui", "down", "demo-tp4")
+    assert down.returncode == 0, down.stderr
+
+
+CONSOLE = """
+import asyncio, json, sys
+from sparktui.cli import parser
+from sparktui.ui import console_app
+
+async def main():
+    app = console_app(parser().parse_args([]))
+    async with app.run_test(size=(120, 40)) as pilot:
+        main = app.main_screen
+        for _ in range(300):
+            if main.ready.is_set():
+                break
+            await pilot.pause(0.05)
+        print(json.dumps({"open": main.session.slug if main.session else None,
+                          "recipes": [i.slug for i in main.infos],
+                          "themes": app.theme_names, "theme": app.theme}))
+
+asyncio.run(main())
+"""
+
+
+def test_the_console_opens_on_the_demo(run: Run) -> None:
+    res = run("python", "-c", CONSOLE)
+    assert res.returncode == 0, res.stderr[-3000:]
+    seen = json.loads(res.stdout.strip().splitlines()[-1])
+    assert seen["open"] == "demo-tp4"
+    assert {"demo-tp4", "demo-vllm-tp4", "dsv41-flash-4x-mia"} <= set(seen["recipes"])
+    shipped = {p.stem for p in (ROOT / "sparktui" / "themes").glob("*.toml")}
+    assert shipped and shipped <= set(seen["themes"])
+    assert seen["theme"] == "sparktui-dark"
