@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from textual.app import App
+from textual.await_complete import AwaitComplete
 from textual.binding import Keymap
+from textual.command import CommandPalette
 from textual.screen import Screen
 
 from sparktui.ui.commands import SparkCommands
@@ -65,6 +67,19 @@ class SparkApp(App[None]):
         index = names.index(self.theme) + 1 if self.theme in names else 0
         self.theme = names[index % len(names)]
         self.notify(f"theme: {self.theme}", timeout=2, markup=False)
+
+    def pop_screen(self) -> AwaitComplete:
+        """Never the main screen: a dismiss that arrives late (a key typed twice while a screen
+        closes, Textual's palette included) finds it on top and would pop it."""
+        if len(self.screen_stack) <= 1:
+            return AwaitComplete()
+        return super().pop_screen()
+
+    def action_command_palette(self) -> None:
+        """One palette at a time: ctrl+p pressed again while one is open or still closing would
+        push a second with the same id (Textual only checks the screen on top)."""
+        if not any(isinstance(screen, CommandPalette) for screen in self.screen_stack):
+            super().action_command_palette()
 
     async def action_quit(self) -> None:
         """Quit; the containers keep running and the next start reattaches."""

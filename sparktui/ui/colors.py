@@ -24,7 +24,9 @@ def _resolve(variables: Mapping[str, str], value: str) -> str | None:
             base = under.blend(base, float(parts[1][:-1]) / 100)
     except (ColorParseError, ValueError):
         return None
-    return base.hex
+    if base.ansi is not None:  # Textual's ANSI themes: "ansi_green" is no colour to Rich
+        return "default" if base.ansi < 0 else f"color({base.ansi})"
+    return base.hex6  # Rich reads no alpha
 
 
 def theme_colors(variables: Mapping[str, str]) -> dict[str, str]:

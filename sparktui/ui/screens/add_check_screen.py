@@ -8,10 +8,10 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from sparktui.core.patterns import compile_pattern
+from sparktui.ui.screens.dialog import Dialog
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ def parse_ranks(text: str, world: int) -> str | list[int]:
     return ranks
 
 
-class AddCheckScreen(ModalScreen[NewCheck | None]):
+class AddCheckScreen(Dialog[NewCheck | None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel", id="add-check-cancel")]
 
     def __init__(self, world: int) -> None:

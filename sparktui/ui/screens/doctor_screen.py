@@ -10,16 +10,16 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, LoadingIndicator, Static
 
 from sparktui.backend.doctor import Finding
 from sparktui.ui.colors import theme_colors
+from sparktui.ui.screens.dialog import Dialog
 
 MARKS = {"passed": ("✓", "success"), "warned": ("!", "warning"), "failed": ("✗", "error")}
 
 
-class DoctorScreen(ModalScreen[None]):
+class DoctorScreen(Dialog[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,d", "dismiss", "close", id="doctor-close")]
 
     def __init__(self, title: str, run: Callable[[], Awaitable[list[Finding]]]) -> None:

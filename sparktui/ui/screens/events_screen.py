@@ -9,16 +9,16 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from sparktui.ui.colors import theme_colors
 from sparktui.ui.console_state import NoticeRecord
+from sparktui.ui.screens.dialog import Dialog
 
 LEVEL_COLOR = {"error": "error", "warning": "warning", "info": "primary"}
 
 
-class EventsScreen(ModalScreen[None]):
+class EventsScreen(Dialog[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,e", "dismiss", "close", id="events-close")]
 
     def __init__(self, events: Sequence[NoticeRecord]) -> None:

@@ -9,11 +9,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from sparktui.ui.colors import theme_colors
 from sparktui.ui.keys import ALL_KEYS, KEYS, RANK_KEYS, KeySpec, effective_key
+from sparktui.ui.screens.dialog import Dialog
 
 TIPS = (
     "Grep: / then a regex; a leading ! keeps the lines that do not match; all-lowercase ignores "
@@ -25,7 +25,7 @@ TIPS = (
 )
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(Dialog[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,question_mark", "dismiss", "close", id="help-close"),
     ]

@@ -83,6 +83,7 @@ class MainScreen(LogKeys, Jobs):
         self.highlighted: str | None = None
         self._nodes_shown: bool | None = None  # the operator's choice (m), once made
         self.ready = asyncio.Event()  # the first recipe is open (tests wait on it)
+        self._opening = asyncio.Lock()
         self._route: dict[type[Event], Callable[[Event], None]] = {
             LogBatch: self._log_batch, RankChanged: self._rank_changed,  # type: ignore[dict-item]
             RunStarted: self._run_started, ChecksChanged: self._checks_changed,  # type: ignore[dict-item]
@@ -198,11 +199,18 @@ class MainScreen(LogKeys, Jobs):
     @work(exclusive=True, group="session")
     async def _activate(self, slug: str) -> None:
         await self.open_recipe(slug)
-        if self.session is not None and self.session.slug == slug:
-            self.ranks_table.focus()
+        focused = self.app.focused
+        if self.session is not None and self.session.slug == slug and (
+                focused is None or isinstance(focused, RecipeList)):
+            self.ranks_table.focus()  # not while the operator types elsewhere (a grep)
 
     async def open_recipe(self, slug: str) -> None:
-        """Close the open recipe (its containers keep running) and open ``slug``."""
+        """Close the open recipe (its containers keep running) and open ``slug``. One at a
+        time: the first load and a recipe chosen meanwhile must not interleave their widgets."""
+        async with self._opening:
+            await self._open_recipe(slug)
+
+    async def _open_recipe(self, slug: str) -> None:
         await self.close_session()
         info = self.info(slug)
         self.query_one(RecipeList).set_active(slug)
@@ -222,7 +230,7 @@ class MainScreen(LogKeys, Jobs):
         staged = session is not None and bool(session.plan.staging)
         self.staging.display = staged
         if session is not None and staged:
-            self.staging.setup([s.node for s in session.plan.staging])
+            await self.staging.setup([s.node for s in session.plan.staging])
         self.logs.reset(None)
         self.refresh_checks()
         self.update_titles()

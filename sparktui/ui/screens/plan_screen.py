@@ -10,12 +10,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static, TabbedContent, TabPane
 
 from sparktui.core.plan import Plan, RankPlan
 from sparktui.core.secrets import mask_env
 from sparktui.ui.colors import theme_colors
+from sparktui.ui.screens.dialog import Dialog
 
 
 def _flag_lines(tokens: list[str]) -> list[str]:
@@ -65,7 +65,7 @@ def rank_view(plan: Plan, rank: RankPlan, recipe_args: int, muted: str) -> Rende
     return Group(grid, Text(""), Text("docker run", f"bold {muted}".strip()), run)
 
 
-class PlanScreen(ModalScreen[None]):
+class PlanScreen(Dialog[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,p", "dismiss", "close", id="plan-close"),
         *(Binding(str(n), f"show_tab({n - 1})", show=False, id=f"plan-rank-{n}") for n in range(1, 10)),

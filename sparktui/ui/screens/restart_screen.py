@@ -7,8 +7,9 @@ from typing import ClassVar, Literal
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
+
+from sparktui.ui.screens.dialog import Dialog
 
 RestartChoice = Literal["rank", "group"]
 
@@ -27,7 +28,7 @@ def explain(rank: int, node: str, world: int, tp: int) -> str:
             "Whole group: every rank is stopped and launched again (workers first), in the same run.")
 
 
-class RestartScreen(ModalScreen[RestartChoice | None]):
+class RestartScreen(Dialog[RestartChoice | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "choose('rank')", "rank only", id="restart-rank-only"),
         Binding("g", "choose('group')", "whole group", id="restart-whole-group"),

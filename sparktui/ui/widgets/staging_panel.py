@@ -35,11 +35,13 @@ class StagingPanel(Vertical):
         self.nodes: list[str] = []
         self.last: dict[str, StagingProgress] = {}
 
-    def setup(self, nodes: list[str]) -> None:
+    async def setup(self, nodes: list[str]) -> None:
+        """One row per node. The old rows are gone before the new ones mount: two recipes on
+        the same cluster (or the same recipe opened again) name their rows alike."""
         self.nodes = list(dict.fromkeys(nodes))
         self.last.clear()
-        self.remove_children()
-        self.mount_all(self._row(node) for node in self.nodes)
+        await self.remove_children()
+        await self.mount_all(self._row(node) for node in self.nodes)
 
     def _row(self, node: str) -> Horizontal:
         return Horizontal(

@@ -1,0 +1,59 @@
+"""Dialogs close once and only from the top, and one over another closes cleanly. Each case is
+a sequence the console fuzz found (tests/ui/fuzz.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from sparktui.ui.app import SparkApp
+from tests.ui import fuzz
+from tests.ui.conftest import wait_for
+
+
+def _stack(app: SparkApp) -> list[str]:
+    return [type(s).__name__ for s in app.screen_stack]
+
+
+async def test_help_over_plan_then_both_closed(offline_app: Callable[..., SparkApp]) -> None:
+    """Seed 1 (300 steps): help opened from the palette over the plan, closed, then the plan
+    no longer closed and the console answered no key (a dialog attribute shadowed Textual's)."""
+    app = offline_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_for(pilot, app.main_screen.ready.is_set, 10, "the recipe")
+        await fuzz.press(app, "p")
+        await wait_for(pilot, lambda: _stack(app)[-1] == "PlanScreen", 5, "the plan")
+        await fuzz.press(app, "ctrl+p", *"help")
+        await asyncio.sleep(0.6)  # the palette searches in batches
+        await fuzz.press(app, "enter")
+        await wait_for(pilot, lambda: _stack(app)[-1] == "HelpScreen", 5, "help over the plan")
+        await fuzz.press(app, "question_mark")
+        await wait_for(pilot, lambda: _stack(app) == ["MainScreen", "PlanScreen"], 5, "help closed")
+        await fuzz.press(app, "escape")
+        await wait_for(pilot, lambda: _stack(app) == ["MainScreen"], 5, "the plan closed")
+
+
+async def test_a_double_tap_closes_one_dialog(offline_app: Callable[..., SparkApp]) -> None:
+    """Seed 3: enter on a dialog's button and its own binding both dismissed; the second pop
+    took the main screen (ScreenStackError)."""
+    app = offline_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_for(pilot, app.main_screen.ready.is_set, 10, "the recipe")
+        for keys in (("question_mark", "escape", "escape", "escape"), ("p", "p", "escape", "q"),
+                     ("e", "escape", "e", "escape", "escape")):
+            await fuzz.press(app, *keys)
+            await asyncio.sleep(0.3)
+            assert _stack(app) == ["MainScreen"], keys
+
+
+async def test_ctrl_p_twice_opens_one_palette(offline_app: Callable[..., SparkApp]) -> None:
+    """Seed 1 (step 204): ctrl+p while a palette was still open pushed a second one with the
+    same id (DuplicateIds)."""
+    app = offline_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_for(pilot, app.main_screen.ready.is_set, 10, "the recipe")
+        await fuzz.press(app, "p", "ctrl+p", "ctrl+p", "ctrl+p")
+        await asyncio.sleep(0.3)
+        assert _stack(app).count("CommandPalette") == 1
+        await fuzz.press(app, "escape", "escape")
+        await wait_for(pilot, lambda: _stack(app) == ["MainScreen"], 5, "all closed")
