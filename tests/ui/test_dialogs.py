@@ -52,8 +52,13 @@ async def test_ctrl_p_twice_opens_one_palette(offline_app: Callable[..., SparkAp
     app = offline_app()
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_for(pilot, app.main_screen.ready.is_set, 10, "the recipe")
-        await fuzz.press(app, "p", "ctrl+p", "ctrl+p", "ctrl+p")
+        await fuzz.press(app, "p")
+        await wait_for(pilot, lambda: _stack(app)[-1] == "PlanScreen", 5, "the plan")
+        await fuzz.press(app, "ctrl+p", "ctrl+p", "ctrl+p")
+        await wait_for(pilot, lambda: "CommandPalette" in _stack(app), 5, "the palette")
         await asyncio.sleep(0.3)
         assert _stack(app).count("CommandPalette") == 1
-        await fuzz.press(app, "escape", "escape")
+        await fuzz.press(app, "escape")
+        await wait_for(pilot, lambda: "CommandPalette" not in _stack(app), 5, "the palette closed")
+        await fuzz.press(app, "escape")
         await wait_for(pilot, lambda: _stack(app) == ["MainScreen"], 5, "all closed")
