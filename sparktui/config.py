@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import platformdirs
+
+from sparktui.core.errors import NO_HOME, SetupError, absolute_dir
 
 if TYPE_CHECKING:
     from sparktui.core.cluster import Cluster
@@ -22,11 +25,20 @@ def shipped(name: str) -> Path:
 
 
 def config_dir() -> Path:
-    return Path(platformdirs.user_config_dir(APP, appauthor=False))
+    """``SetupError`` when there is no home folder to put it in (never a literal ``~``)."""
+    return _user_dir(platformdirs.user_config_dir, "the config folder")
 
 
 def state_dir() -> Path:
-    return Path(platformdirs.user_state_dir(APP, appauthor=False))
+    """``SetupError`` when there is no home folder to put it in (never a literal ``~``)."""
+    return _user_dir(platformdirs.user_state_dir, "the state folder")
+
+
+def _user_dir(find: Callable[..., str], what: str) -> Path:
+    try:  # platformdirs raises RuntimeError, or (older ones) answers "~/..." unexpanded
+        return absolute_dir(find(APP, appauthor=False), what)
+    except RuntimeError:
+        raise SetupError(NO_HOME) from None
 
 
 def recipes_dirs(explicit: Path | None = None) -> list[Path]:

@@ -83,9 +83,13 @@ def proc_start(pid: int) -> int | None:
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Readers see the old file or the new one, never half of it."""
+    """Readers see the old file or the new one, never half of it. Created 0600 without
+    following a link: ``meta.json`` holds the rank's environment, secrets included."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)  # a leftover of a dead process with our pid
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with open(fd, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=1)
         f.write("\n")
         f.flush()

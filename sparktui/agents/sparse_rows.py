@@ -11,6 +11,12 @@ others by name). A per-rank ledger ``dst/.sparktui-ledger-r<r>of<W>.json`` recor
 packed file came from and a hash per chunk of rows, so a later run verifies samples instead of
 repacking. A packed file is written under a temporary name, fsynced, then renamed: a file with
 the final name is always complete.
+
+Where it writes: ``src`` and ``dst`` must be absolute (``~`` is expanded here, on the node, or
+refused when there is no home to expand it in); ``dst`` must be a real folder (not a link) owned
+by this user and not writable by others, so nobody else can plant a link in it; a packed file or
+ledger that is a symbolic link is refused with a sentence, and every file is created with
+``O_EXCL | O_NOFOLLOW``: the agent never writes through a link.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import queue
 import random
 import re
 import signal
+import stat
 import struct
 import sys
 import threading
@@ -43,6 +50,8 @@ CHUNK_TARGET = 1024 * 1024  # bytes of packed rows per hashed chunk: the unit a 
 DEFAULT_SAMPLES = 4  # besides the first and last chunk of every file
 TMP_MARK = ".sparktui-tmp-"
 _HOST = os.uname().nodename.replace(".", "_")
+_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 @dataclass(frozen=True)
@@ -268,7 +277,9 @@ def ledger_entry(f: PackedFile, chunk_hashes: list[str],
 
 def _read_ledger(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
+        fd = os.open(path, os.O_RDONLY | NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            data = json.loads(f.read())
     except (OSError, ValueError):
         return {"files": {}}
     if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
@@ -282,10 +293,19 @@ def _tmp_name(path: Path) -> Path:
     return path.with_name(f"{TMP_MARK}{path.name}.{_HOST}.{os.getpid()}")
 
 
+def _create(path: Path) -> int:
+    """A new file for writing, never through a link: ``O_EXCL | O_NOFOLLOW``. A leftover under
+    the same name (ours: the name carries host and pid) is removed first; a link is removed,
+    not followed."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o644)
+
+
 def _write_atomic(path: Path, data: bytes) -> None:
     tmp = _tmp_name(path)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = _create(tmp)
         try:
             view = memoryview(data)
             while view:
@@ -330,8 +350,55 @@ class Agent:
                        "bytes_done": self.bytes_done, "bytes_total": self.bytes_total})
 
     # -- the job ---------------------------------------------------------------------------
+    def _node_path(self, raw: Path, what: str) -> Path:
+        """``raw`` with ``~`` expanded here on the node; a sentence when it cannot be, or when
+        the path is relative (its meaning would depend on where the agent happened to start)."""
+        text = os.path.expanduser(str(raw))
+        if text.startswith("~"):
+            raise StagingError(f"{self.node}: {what} {raw}: there is no home folder here to "
+                               "expand ~ in; write the full path")
+        if not os.path.isabs(text):
+            raise StagingError(f"{self.node}: {what} {raw} is a relative path; write the full path")
+        return Path(text)
+
+    def _check_dst(self) -> None:
+        """``dst`` must be a real folder of ours that nobody else can write into: otherwise
+        another user could plant a link where a packed file or the ledger is written."""
+        try:
+            st = os.lstat(self.dst)
+        except FileNotFoundError:
+            return  # verify-only before any staging: nothing there to trust or distrust
+        if stat.S_ISLNK(st.st_mode):
+            raise StagingError(f"{self.node}: {self.dst} is a symbolic link; point dst at the "
+                               f"real folder ({os.path.realpath(self.dst)})")
+        if not stat.S_ISDIR(st.st_mode):
+            raise StagingError(f"{self.node}: {self.dst} is not a folder")
+        if st.st_uid != os.geteuid():
+            raise StagingError(f"{self.node}: {self.dst} belongs to user {st.st_uid}, not to "
+                               f"this user ({os.geteuid()}); staging writes only into its own "
+                               "folders")
+        if st.st_mode & stat.S_IWOTH:
+            raise StagingError(f"{self.node}: {self.dst} can be written by every user; "
+                               f"chmod o-w {self.dst} first")
+
+    def _refuse_links(self, files: list[PackedFile]) -> None:
+        """A packed file or ledger that is a symbolic link is refused before anything is read
+        or written: its target stays as it is."""
+        names = [f.name for f in files] + [ledger_name(r, self.world) for r in self.ranks]
+        for name in names:
+            path = self.dst / name
+            if path.is_symlink():
+                raise StagingError(f"{self.node}: {path} is a symbolic link; sparktui writes only "
+                                   f"regular files in {self.dst}: remove the link and stage again "
+                                   "(its target was not touched)")
+
     def run(self) -> dict[str, Any]:
         started = time.monotonic()
+        if not _JOB_ID.fullmatch(self.job_id):
+            raise StagingError(f"{self.node}: job id {self.job_id[:80]!r} cannot name files "
+                               "(letters, digits, '.', '_' and '-')")
+        self.src = self._node_path(self.src, "src")
+        self.dst = self._node_path(self.dst, "dst")
         if not self.src.is_dir():
             raise StagingError(f"{self.node}: checkpoint folder {self.src} does not exist")
         self.progress("scan", None, force=True)
@@ -343,6 +410,9 @@ class Agent:
         fingerprints = {p: _shard_fingerprint(p) for p in {t.shard for f in files for t in f.tensors}}
         if not self.verify_only:
             self.dst.mkdir(parents=True, exist_ok=True)
+        self._check_dst()
+        self._refuse_links(files)
+        if not self.verify_only:
             self._remove_stale_tmp()
         ledgers = {r: _read_ledger(self.dst / ledger_name(r, self.world)) for r in self.ranks}
 
@@ -448,7 +518,7 @@ class Agent:
         if len(entry["chunks"]) != len(chunks):
             return "ledger incomplete"
         sampled = self._sample_chunks(f)
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | NOFOLLOW)
         try:
             for i in range(len(chunks)) if source_moved else sampled:
                 a, b = chunks[i]
@@ -502,7 +572,7 @@ class Agent:
                     if kind == "open" and f is not None:
                         current = f
                         tmps[f.name] = _tmp_name(self.dst / f.name)
-                        fd = os.open(tmps[f.name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                        fd = _create(tmps[f.name])
                     elif kind == "chunk" and fd is not None:
                         view = memoryview(data)
                         while view:

@@ -59,12 +59,14 @@ class Board:
         self.changed = asyncio.Event()  # set on a failure or when every rank settled: wakes wait()
         self.formed = False  # every rank was ready in this boot: losing one now loses the group
         self.fell_with: dict[int, int] = {}  # rank -> the rank named as the group's first failure
+        self.redactor = plan.redactor()  # a notice or detail may quote a secret (an engine error)
 
     def new_checks(self) -> None:
         self.checks = BootChecks.from_plan(self.plan.boot, self.plan.world)
 
     # -- announcing ------------------------------------------------------------------------
     def notice(self, level: Literal["info", "warning", "error"], text: str) -> None:
+        text = self.redactor.text(text)
         if self.run is not None:
             self.run.event("notice", level=level, text=text)
         self.emit(Notice(level, text))
@@ -80,6 +82,7 @@ class Board:
     def set_state(self, info: RankInfo, state: RankState, detail: str = "",
                   when: float | None = None) -> None:
         """``when``: the epoch second the failure happened on the node (log line or exit)."""
+        detail = self.redactor.text(detail)
         if not info.move(state, detail, when):
             return
         if state not in PROBED:

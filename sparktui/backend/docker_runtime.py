@@ -18,7 +18,7 @@ import docker.errors
 import docker.types
 import requests.exceptions
 
-from sparktui.backend.runtime import ContainerState, LogChunk, RuntimeLost, Status
+from sparktui.backend.runtime import ContainerState, ImageMissing, LogChunk, RuntimeLost, Status
 from sparktui.backend.transport import Transport
 from sparktui.core.plan import ContainerSpec
 
@@ -154,11 +154,25 @@ class DockerRuntime:
             kwargs["device_requests"] = [req]
 
         def start(c: docker.DockerClient) -> ContainerState:
+            self._ensure_image(c, spec.image)
             with contextlib.suppress(docker.errors.NotFound):
                 old = c.containers.get(spec.name)
                 old.remove(force=True)
             return self._state(c.containers.run(**kwargs))
         return await self._call(start)
+
+    def _ensure_image(self, c: docker.DockerClient, image: str) -> None:
+        """The image on the node, pulled if a registry has it; else ``ImageMissing``. (The SDK's
+        own pull-on-run failed as an HTTP 500 that read like an engine that cannot be reached.)"""
+        try:
+            c.images.get(image)
+            return
+        except docker.errors.ImageNotFound:
+            pass
+        try:
+            c.images.pull(image)
+        except docker.errors.APIError as exc:
+            raise ImageMissing(self.transport.node.name, image, str(exc.explanation or exc)) from None
 
     async def stop(self, container_id: str, timeout: float = 10.0) -> None:
         def stop(c: docker.DockerClient) -> None:

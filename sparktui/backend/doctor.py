@@ -79,7 +79,8 @@ async def check_node(node: Node, transport: Transport, runtime: Runtime, plan: P
             add("docker", "passed", f"Docker {version.get('Version', '?')} at {node.docker.socket}")
             image_id = await runtime.image_id(spec.image)
             if image_id is None:
-                add("image", "failed", f"image {spec.image} is not on this node")
+                add("image", "failed", f"image {spec.image} is not on this node; copy it with "
+                                       f"sparktui image sync {plan.recipe_slug}")
             else:
                 add("image", "passed", f"{spec.image} is {image_id[7:19]}")
         except (RuntimeLost, NodeError, Exception) as exc:
@@ -98,12 +99,15 @@ async def check_node(node: Node, transport: Transport, runtime: Runtime, plan: P
             add("hf snapshot", "warned", f"{snap} not found: the engine will try to download "
                                          f"{plan.model}")
         for job in (s for s in plan.staging if s.node == node.name):
-            rc, out = await sh(["mkdir", "-p", job.dst])
+            if not job.dst.startswith("/"):  # validation refuses it; never sent as an option
+                add(f"staging {job.id}", "failed", f"{job.dst} is not an absolute path")
+                continue
+            rc, out = await sh(["mkdir", "-p", "--", job.dst])
             rc2, _ = await sh(["test", "-w", job.dst])
             if rc or rc2:
                 add(f"staging {job.id}", "failed", f"{job.dst} is not writable: {out}")
                 continue
-            rc, out = await sh(["df", "-Pk", job.dst])
+            rc, out = await sh(["df", "-Pk", "--", job.dst])
             free = _df_free(out) if rc == 0 else None
             if free is None:
                 add(f"staging {job.id}", "warned", f"cannot read free space at {job.dst}: {out}")
@@ -160,7 +164,8 @@ async def doctor(plan: Plan, nodes: list[Node], transports: dict[str, Transport]
     if len(set(ids.values())) > 1:
         detail = ", ".join(f"{name} {image[7:19]}" for name, image in ids.items())
         findings.append(Finding("all", "same image", "failed",
-                                f"nodes run different builds of {plan.ranks[0].container.image}: {detail}"))
+                                f"nodes run different builds of {plan.ranks[0].container.image}: {detail}; "
+                                f"make them one with sparktui image sync {plan.recipe_slug}"))
     elif len(ids) == len(nodes) and ids:
         findings.append(Finding("all", "same image", "passed",
                                 f"every node has image {next(iter(ids.values()))[7:19]}"))

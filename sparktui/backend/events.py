@@ -94,3 +94,24 @@ class NodeTelemetry(Event):
     detail: str = ""
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (code, sentence)
     age_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ImageSyncProgress(Event):
+    """One target node of an image sync (``sparktui image sync``, the doctor's sync key).
+
+    ``phase``: ``skipped`` (it already has the source's build), ``sending`` (bytes of the
+    ``docker save`` stream on their way), ``loading`` (all sent; its engine registers the
+    layers), ``done`` (loaded and the image id checked), ``failed`` (``error`` says why).
+    ``bytes_total`` is the source image's size, an estimate of the archive's length."""
+
+    node: str
+    image: str
+    source: str
+    phase: Literal["skipped", "sending", "loading", "done", "failed"]
+    bytes_done: int = 0
+    bytes_total: int = 0
+    rate: float = 0.0  # bytes per second over the last few seconds
+    eta: float | None = None  # seconds
+    image_id: str | None = None
+    error: str | None = None

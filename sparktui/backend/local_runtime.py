@@ -42,6 +42,7 @@ from sparktui.agents.local_shim import (
     write_json_atomic,
 )
 from sparktui.backend.runtime import ContainerState, LogChunk
+from sparktui.core.names import UnsafeName, child, is_safe
 from sparktui.core.plan import ContainerSpec
 
 IMAGE_ID = "local"
@@ -99,9 +100,11 @@ class LocalRuntime:
         self.state_dir = Path(state_dir)
 
     def _dir(self, container_id: str) -> Path:
-        if not container_id or "/" in container_id or container_id.startswith("."):
-            raise ValueError(f"bad local rank id {container_id!r}")
-        return self.state_dir / container_id
+        """The rank's folder; ``UnsafeName`` (a ValueError) for an id that is no safe name or
+        whose folder leads outside ``state_dir``."""
+        if not container_id.startswith(ID_PREFIX):
+            raise UnsafeName(f"local rank id {container_id[:80]!r} does not start with {ID_PREFIX}")
+        return child(self.state_dir, container_id, "local rank id")
 
     async def image_id(self, image: str) -> str | None:
         """There are no images on the local cluster; every rank runs this machine's software."""
@@ -122,7 +125,7 @@ class LocalRuntime:
             return []
         out: list[tuple[str, dict[str, Any]]] = []
         for entry in sorted(self.state_dir.iterdir()):
-            if entry.name.startswith(ID_PREFIX):
+            if entry.name.startswith(ID_PREFIX) and is_safe(entry.name) and not entry.is_symlink():
                 meta = _read_json(entry / META)
                 if meta is not None:
                     out.append((entry.name, meta))
@@ -188,8 +191,9 @@ class LocalRuntime:
             await self.remove(container_id)
 
         container_id = ID_PREFIX + secrets.token_hex(6)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
         folder = self._dir(container_id)
-        folder.mkdir(parents=True)
+        folder.mkdir(mode=0o700)  # meta.json holds the rank's environment
         meta = {
             "id": container_id,
             "name": spec.name,

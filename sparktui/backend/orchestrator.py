@@ -23,8 +23,16 @@ from sparktui.backend.doctor import Finding, doctor
 from sparktui.backend.events import Event, NodeChanged, NodeTelemetry, RunStarted
 from sparktui.backend.follower import LogFollower
 from sparktui.backend.health import PROBE_HOST, HealthProber
+from sparktui.backend.imagesync import (
+    ImageCheck,
+    ImageMismatch,
+    ImageSyncError,
+    SyncReport,
+    check_images,
+    sync_image,
+)
 from sparktui.backend.local_runtime import LocalRuntime
-from sparktui.backend.runtime import ContainerState, Runtime, RuntimeLost
+from sparktui.backend.runtime import ContainerState, ImageMissing, Runtime, RuntimeLost
 from sparktui.backend.smoke import SmokeResult, smoke
 from sparktui.backend.staging import Stager, StagingResult
 from sparktui.backend.telemetry import Sampler
@@ -32,6 +40,7 @@ from sparktui.backend.transport import NodeError, Transport, transport_for
 from sparktui.core.checks import BootChecks, Check
 from sparktui.core.cluster import Cluster, Node
 from sparktui.core.errors import sentence
+from sparktui.core.names import UnsafeName, is_safe
 from sparktui.core.plan import LABEL_CLUSTER, LABEL_PLAN, LABEL_RANK, LABEL_RECIPE, Plan
 from sparktui.core.ranks import RankInfo, first_failures
 from sparktui.core.recipe import Recipe
@@ -105,6 +114,7 @@ class Orchestrator:
         } for i in self.ranks]
 
     def _start_run(self, run: Run, fresh: bool) -> None:
+        run.redactor = self.board.redactor  # events.jsonl never holds a secret value
         self.board.run = run
         self.emit(RunStarted(run, fresh))
 
@@ -155,7 +165,13 @@ class Orchestrator:
             if st.running:
                 info.started = _monotonic_at(st.started_at)
             if LABEL_RUN in st.labels:
-                run_ids.add(st.labels[LABEL_RUN])
+                label = st.labels[LABEL_RUN]
+                if is_safe(label):
+                    run_ids.add(label)
+                else:  # a label anyone on the node can set: never a path
+                    self.board.notice(
+                        "warning", f"container {st.name or st.id[:12]} on {info.node.name} has "
+                        f"label {LABEL_RUN}={label[:80]!r}, which is no run id: ignored")
             if st.labels.get(LABEL_PLAN) not in (None, self.plan.plan_hash):
                 self.board.notice(
                     "warning", f"rank {info.rank} runs plan {st.labels.get(LABEL_PLAN)}, but the "
@@ -164,7 +180,13 @@ class Orchestrator:
         if not found:
             return False
         run_id = sorted(run_ids)[-1] if run_ids else None
-        run = (self.store.open(run_id) if run_id else None) or self.store.latest(self.recipe.slug)
+        run = None
+        if run_id:
+            try:
+                run = self.store.open(run_id)
+            except UnsafeName as exc:  # a safe name whose folder is a link leading elsewhere
+                self.board.notice("warning", f"{exc}: ignored")
+        run = run or self.store.latest(self.recipe.slug)
         if run is None:
             run = self.store.create(self.recipe.slug)
             run.write_plan(self.plan)
@@ -226,15 +248,49 @@ class Orchestrator:
                                bytes_written=r.bytes_written, seconds=r.seconds)
         return results
 
+    # -- the image --------------------------------------------------------------------------
+    @property
+    def image(self) -> str:
+        """The recipe's image (every rank runs the same one)."""
+        return self.plan.ranks[0].container.image
+
+    async def check_images(self) -> ImageCheck:
+        """The image's id on every node at once, judged against the head's (or, when the head
+        lacks it, the first node's that has it): what ``up`` checks before it starts anything."""
+        return await check_images(self.image, [n.name for n in self.nodes], self.runtimes)
+
+    async def image_sync(self, source: str | None = None) -> SyncReport:
+        """Copy the image to every node that lacks it or holds another build, all at once, from
+        ``source`` (a node of the cluster, or ``local``; default: the head if it has it, else the
+        first node that has it, else this machine's engine); then check every node's id. Nodes
+        that already match are skipped; nothing is deleted. Progress: ``ImageSyncProgress``."""
+        if self.cluster.is_local:
+            raise ImageSyncError("the local cluster runs processes, not images: nothing to copy")
+        transports = dict(self.transports)
+        extra = [n for n in self.cluster.nodes if n.name == source and n.name not in transports]
+        for node in extra:
+            transports[node.name] = transport_for(node)
+        try:
+            return await sync_image(self.image, [n.name for n in self.nodes], transports,
+                                    self.emit, source)
+        finally:
+            for node in extra:
+                await transports[node.name].close()
+
     # -- launch ----------------------------------------------------------------------------
-    async def up(self) -> None:
+    async def up(self, image_check: bool = True) -> None:
         """Launch every rank (workers first by default). Ranks already running are reattached,
-        not relaunched."""
+        not relaunched. Before anything starts, the image must be the same build on every node
+        (``image_check``): else ``ImageMismatch``, which names the nodes."""
         if await self.attach(follow=False) and any(
                 r.state in ("booting", "ready") for r in self.ranks):
             self.board.notice("info", "ranks are already running: reattached, nothing relaunched")
             self.start_following()
             return
+        if image_check and not self.cluster.is_local:
+            check = await self.check_images()
+            if not check.ok:
+                raise ImageMismatch(check, self.recipe.slug)
         run = self.store.create(self.recipe.slug)
         run.write_plan(self.plan)
         run.event("up", plan_hash=self.plan.plan_hash, cluster=self.cluster.name)
@@ -271,10 +327,12 @@ class Orchestrator:
         try:
             st = await self.runtimes[info.node.name].run(spec, {LABEL_RUN: run.id})
         except Exception as exc:
+            why = sentence(exc)
+            if isinstance(exc, ImageMissing):
+                why = f"{why}; run sparktui image sync {self.recipe.slug}"
             info.exit_code = None
-            self.board.set_state(info, "failed", f"could not start: {sentence(exc)}")
-            self.board.notice("error", f"rank {info.rank} ({info.node.name}): could not start: "
-                                       f"{sentence(exc)}")
+            self.board.set_state(info, "failed", f"could not start: {why}")
+            self.board.notice("error", f"rank {info.rank} ({info.node.name}): could not start: {why}")
             return
         info.container_id = st.id
         info.started = time.monotonic()

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from sparktui.core.errors import SparkError
 from sparktui.core.plan import ContainerSpec
 
 Status = Literal["created", "running", "restarting", "exited", "dead", "missing"]
@@ -66,3 +67,14 @@ class Runtime(Protocol):
 
 class RuntimeLost(Exception):
     """The engine (or the connection to it) went away; reconnect and resume."""
+
+
+class ImageMissing(SparkError):
+    """A rank's image is not on its node (and could not be pulled): named as missing, not as an
+    engine that cannot be reached, so the operator copies it (``sparktui image sync``)."""
+
+    def __init__(self, node: str, image: str, reason: str = "") -> None:
+        self.node = node
+        self.image = image
+        self.reason = reason
+        super().__init__(f"image {image} is not on node {node}")

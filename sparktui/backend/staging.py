@@ -84,6 +84,8 @@ class Stager:
         error: list[str] = []
 
         def on_line(line: str) -> None:
+            if not line.strip():  # the SSH stream may end with an empty line: not a message
+                return
             try:
                 ev = json.loads(line)
             except ValueError:

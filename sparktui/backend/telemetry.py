@@ -19,6 +19,7 @@ from sparktui.core.telemetry import (
     parse_sample,
     sample_argv,
     sample_loop_argv,
+    valid_path,
 )
 from sparktui.core.units import format_bytes
 
@@ -31,9 +32,17 @@ class _NodeState:
 
 
 def watched_paths(plan: Plan, node: Node) -> list[str]:
-    """Where free space matters on this node: its staging destinations and its HF cache."""
+    """Where free space matters on this node: its staging destinations and its HF cache (those
+    that are absolute; see ``invalid_paths``)."""
     paths = [s.dst for s in plan.staging if s.node == node.name]
-    return [*paths, node.hf_cache]
+    return [p for p in dict.fromkeys([*paths, node.hf_cache]) if valid_path(p)]
+
+
+def invalid_paths(plan: Plan, node: Node) -> list[str]:
+    """Watched paths that are not absolute: never sent to the node, reported as invalid
+    (validation refuses them, so only a hand-built plan has any)."""
+    paths = [s.dst for s in plan.staging if s.node == node.name]
+    return [p for p in dict.fromkeys([*paths, node.hf_cache]) if not valid_path(p)]
 
 
 class Sampler:
@@ -53,7 +62,8 @@ class Sampler:
     def warnings(self, node: Node, sample: NodeSample) -> list[tuple[str, str]]:
         """``(code, sentence)``: the code stays the same while the numbers in the sentence move,
         so a listener reports a warning once until it clears."""
-        out = []
+        out = [(f"invalid-path:{p}", f"{p}: not an absolute path on {node.name}; its free "
+                "space cannot be watched") for p in invalid_paths(self.plan, node)]
         if node.index == 0 and sample.mem_available < self.low_memory:
             out.append(("low-memory", f"head memory low: {format_bytes(sample.mem_available)} available "
                        f"(warn below {format_bytes(self.low_memory)})"))

@@ -9,10 +9,11 @@ unquoted. Host keys are always checked against ``known_hosts``.
 from __future__ import annotations
 
 import asyncio
+import getpass
 import os
 import shlex
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -20,8 +21,14 @@ from typing import Protocol
 import asyncssh
 
 from sparktui.backend.http import ByteReader, ByteWriter
-from sparktui.core.cluster import Node
-from sparktui.core.errors import SparkError
+from sparktui.core.cluster import Cluster, Node
+from sparktui.core.errors import Problem, SparkError
+
+CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com",
+           "aes256-ctr", "aes192-ctr", "aes128-ctr")
+"""AES-GCM first: asyncssh runs it as one OpenSSL call per packet, 8x cheaper than its
+ChaCha20-Poly1305 (four cipher objects per packet), which held an image sync at 80 MiB/s on the
+event loop (docs/benchmarks.md). Every other cipher asyncssh offers stays as a fallback."""
 
 
 class NodeError(SparkError):
@@ -72,6 +79,73 @@ def _expand(path: str | None) -> str | None:
     return os.path.expanduser(path) if path else None
 
 
+def identity_problem(node: Node) -> str | None:
+    """Why the node's ``ssh.identity`` cannot be used, as a sentence with what to do; None when
+    it can (or none is set). Checked before connecting: a missing file otherwise reads as
+    "cannot reach the node", and an encrypted one as a traceback."""
+    return _load_identity(node)[1]
+
+
+def _load_identity(node: Node) -> tuple[asyncssh.SSHKey | None, str | None]:
+    shown = node.ssh.identity
+    if not shown:
+        return None, None
+    path = _expand(shown)
+    assert path is not None
+    if path.startswith("~"):
+        return None, (f"identity file {shown}: there is no home folder to expand ~ in; write "
+                      "the full path")
+    if not os.path.isfile(path):
+        return None, (f"identity file {shown} does not exist" if not os.path.exists(path) else
+                      f"identity file {shown} is not a file") + "; fix ssh.identity in the cluster file"
+    try:
+        return asyncssh.read_private_key(path), None
+    except asyncssh.KeyImportError as exc:
+        if "passphrase" in str(exc).lower():
+            return None, (f"identity file {shown} is encrypted and sparktui does not ask for "
+                          "passphrases: leave ssh.identity unset and load the key into ssh-agent "
+                          "(ssh-add), or use a key without a passphrase")
+        return None, f"identity file {shown} is not a private key sparktui can read ({exc})"
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return None, f"identity file {shown} cannot be read: {why}"
+
+
+NO_LOGIN = ("this machine's user has no name to log in with (no passwd entry, no USER): set "
+            "ssh.user in the cluster file")
+
+
+def login_problem(node: Node) -> str | None:
+    """Why there is no user name to log in to ``node`` with; None when there is one."""
+    try:
+        _login(node)
+    except NodeError as exc:
+        return exc.reason
+    return None
+
+
+def access_problems(cluster: Cluster, nodes: Sequence[Node]) -> list[Problem]:
+    """What stops sparktui from even trying to log in to ``nodes``, each at its key in the
+    cluster file: an identity file that cannot be used, no user name to log in with."""
+    problems: list[Problem] = []
+    seen: set[tuple[str, str]] = set()
+    for node in nodes:
+        for key, sentence in (("identity", identity_problem(node)), ("user", login_problem(node))):
+            if sentence is not None and (key, sentence) not in seen:
+                seen.add((key, sentence))
+                problems.append(cluster.ssh_problem(node, key, sentence))
+    return problems
+
+
+def _login(node: Node) -> str:
+    """``ssh.user``, else the local user's name (as ssh does); a sentence when there is none."""
+    if node.ssh.user:
+        return node.ssh.user
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        raise NodeError(node.name, NO_LOGIN) from None
+
 def describe_ssh_error(node: Node, exc: BaseException) -> str:
     """One sentence for the operator: what failed and what to do."""
     where = f"{node.host}:{node.ssh_port}"
@@ -116,18 +190,21 @@ class SshTransport:
             if known_hosts is None or not Path(known_hosts).is_file():
                 raise NodeError(self.node.name, f"known_hosts file {ssh.known_hosts} does not exist; "
                                 "host keys are always verified")
+            key, problem = _load_identity(self.node)
+            if problem is not None:
+                raise NodeError(self.node.name, problem)
             try:
                 self._conn = await asyncio.wait_for(
                     asyncssh.connect(
-                        self.node.host, port=self.node.ssh_port, username=ssh.user,
-                        client_keys=[_expand(ssh.identity)] if ssh.identity else (),
+                        self.node.host, port=self.node.ssh_port, username=_login(self.node),
+                        client_keys=[key] if key is not None else (),
                         known_hosts=known_hosts, agent_path=None if ssh.identity else (),
                         keepalive_interval=5, keepalive_count_max=3,
-                        connect_timeout=ssh.connect_timeout,
+                        connect_timeout=ssh.connect_timeout, encryption_algs=list(CIPHERS),
                     ),
                     timeout=ssh.connect_timeout + 5,
                 )
-            except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+            except (OSError, asyncssh.Error, asyncio.TimeoutError, ValueError) as exc:
                 raise NodeError(self.node.name, describe_ssh_error(self.node, exc)) from None
 
     async def _drop(self) -> None:

@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.console import Console
-from rich.text import Text
 
 from sparktui import __version__
 from sparktui.catalog import load_catalog
 from sparktui.cli import exits, render
-from sparktui.config import recipes_dirs, resolve_cluster
+from sparktui.config import recipes_dirs, resolve_cluster, state_dir
 from sparktui.core.cluster import Cluster
-from sparktui.core.errors import ConfigError, Problem, SparkError
+from sparktui.core.errors import ConfigError, Problem, SetupError, SparkError
 from sparktui.core.lints import errors, lint
 from sparktui.core.plan import Plan, build_plan
 from sparktui.core.recipe import Recipe, find_recipe, json_schema, load_recipe
+from sparktui.core.secrets import plan_key
 
 out = Console(highlight=False, soft_wrap=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -39,7 +40,17 @@ def load_plan(args: argparse.Namespace) -> tuple[Recipe, Cluster, Plan, list[Pro
     recipe, cluster, found = _load(args, args.recipe)
     if errors(found):
         raise ConfigError(found)
-    return recipe, cluster, build_plan(recipe, cluster), found
+    return recipe, cluster, build_plan(recipe, cluster, secret_key(cluster)), found
+
+
+def secret_key(cluster: Cluster) -> bytes:
+    """The cluster's plan key from the state folder (made on first use), so the plan hash on a
+    container label covers secrets without revealing them."""
+    try:
+        return plan_key(state_dir(), cluster.name)
+    except OSError as exc:
+        raise SetupError(f"cannot use the plan key of cluster {cluster.name!r}: "
+                         f"{exc.strerror or exc}") from None
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -58,12 +69,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         where = recipe.source.display or arg
         if n_err:
             status = 1
-            err.print(f"[red]✗[/red] {where}: {n_err} error(s), {n_warn} warning(s)")
+            err.print(render.plain(("✗", "red"), f" {where}: {n_err} error(s), {n_warn} warning(s)"))
         else:
             note = f", {n_warn} warning(s)" if n_warn else ""
-            out.print(f"[green]✓[/green] {where}: valid for cluster {cluster.name!r}"
-                      f" ({recipe.spec.required_nodes} of {len(cluster.nodes)} nodes){note}",
-                      soft_wrap=True)
+            out.print(render.plain(("✓", "green"), f" {where}: valid for cluster {cluster.name!r}"
+                                   f" ({recipe.spec.required_nodes} of {len(cluster.nodes)} nodes)"
+                                   f"{note}"), soft_wrap=True)
     return status
 
 
@@ -82,8 +93,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_overview(args: argparse.Namespace) -> int:
     """What sparktui sees here: recipes found and the cluster each would run on."""
     dirs = recipes_dirs(args.recipes)
-    out.print(Text.assemble((f"sparktui {__version__}", "b"), " · recipes from ",
-                            ", ".join(str(d) for d in dirs) or "(none found)"), soft_wrap=True)
+    out.print(render.plain((f"sparktui {__version__}", "b"), " · recipes from ",
+                           ", ".join(str(d) for d in dirs) or "(none found)"), soft_wrap=True)
     for info in load_catalog(dirs, args.cluster):
         out.print(render.catalog_line(info), soft_wrap=True)
     out.print("\nTry: sparktui plan RECIPE · sparktui validate RECIPE · sparktui --help")
@@ -134,20 +145,30 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.add_argument("--rank", type=int, help="show one rank only")
     p.add_argument("--show-secrets", action="store_true",
-                   help="show env values whose names contain KEY, TOKEN, SECRET or PASSWORD")
+                   help="show secret values: env names containing KEY, TOKEN, SECRET, PASS(WORD), "
+                        "AUTH or CREDENTIAL, values of flags such as --api-key, and the recipe's "
+                        "secret_env and secret_args")
     p.set_defaults(func=cmd_plan)
 
     from sparktui.cli import ops  # imports the backend only when a command needs it
 
     ops.add_parsers(sub, _common)
-    from sparktui.cli import completion, watch
+    from sparktui.cli import completion, image, watch
 
     watch.add_parser(sub, _common)
+    image.add_parser(sub, _common)
     completion.add_parser(sub)
 
     p = sub.add_parser("schema", help="print the JSON Schema of the recipe format")
     p.set_defaults(func=cmd_schema)
     return ap
+
+
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    """Built once per process: building it costs about 9 ms (argparse formats every help), and
+    the fuzz test calls ``main`` thousands of times."""
+    return parser()
 
 
 def _console(args: argparse.Namespace) -> int:
@@ -163,8 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from sparktui.cli.completion import complete
 
         return complete(words[1:])
-    ap = parser()
-    args = ap.parse_args(argv)
+    args = _parser().parse_args(argv)
     func: Handler = getattr(args, "func", _console)
     try:
         return func(args)
@@ -172,8 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         err.print(render.problems(exc.problems))
         return exits.USAGE
     except SparkError as exc:
-        err.print(Text.assemble(("error:", "bold red"), f" {exc}"))  # verbatim: no markup in exc
-        return exits.USAGE if isinstance(exc, exits.UsageError) else exits.FAILED
+        err.print(render.plain(("error:", "bold red"), f" {exc}"))  # verbatim: no markup in exc
+        return exits.USAGE if isinstance(exc, (exits.UsageError, SetupError)) else exits.FAILED
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # sparktui ... | head

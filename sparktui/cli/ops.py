@@ -13,15 +13,15 @@ from datetime import datetime, timedelta, timezone
 
 from rich.console import Console
 from rich.progress import TaskID
-from rich.text import Text
 
 from sparktui.backend.events import Event, LogBatch, NodeChanged, Notice, RankChanged, StagingProgress
 from sparktui.backend.orchestrator import LaunchOrder, Orchestrator
+from sparktui.backend.transport import access_problems
 from sparktui.backend.watchdog import summary as watchdog_summary
 from sparktui.cli import exits, render
-from sparktui.cli.render import STATE_STYLE
+from sparktui.cli.render import STATE_STYLE, plain, visible
 from sparktui.config import state_dir
-from sparktui.core.errors import SparkError
+from sparktui.core.errors import ConfigError, SparkError
 from sparktui.core.linefilter import LineFilter
 from sparktui.core.runstore import Run
 from sparktui.core.units import format_bytes, parse_duration
@@ -36,6 +36,10 @@ def _make(args: argparse.Namespace, on_event: Callable[[Event], None] | None = N
     recipe, cluster, plan, found = load_plan(args)
     if found:
         err.print(render.problems(found))
+    if not cluster.is_local:  # nothing can be tried: exit 2 with the key to fix, before connecting
+        access = access_problems(cluster, [cluster.nodes[r.rank] for r in plan.ranks])
+        if access:
+            raise ConfigError(access)
     order: LaunchOrder = getattr(args, "launch_order", "workers-first")
     return Orchestrator(recipe, cluster, plan, state_root=state_dir(), on_event=on_event,
                         launch_order=order)
@@ -67,18 +71,33 @@ def print_event(event: Event) -> None:
     if isinstance(event, RankChanged):
         snap = event.rank
         detail = f" · {snap.detail}" if snap.detail else ""
-        err.print(Text.assemble(f"rank {snap.rank}: ", (snap.state, STATE_STYLE.get(snap.state, "")),
-                                detail))
+        err.print(plain(f"rank {snap.rank}: ", (snap.state, STATE_STYLE.get(snap.state, "")), detail))
     elif isinstance(event, Notice):
-        style = {"error": "red", "warning": "yellow"}.get(event.level, "")
-        err.print(Text.assemble((event.level, style), ": ", event.text) if style else Text(event.text))
+        print_notice(event)
     elif isinstance(event, StagingProgress) and event.phase in ("done", "failed"):
         if event.phase == "failed":
-            err.print(Text.assemble("staging ", ("failed", "red"), f": {event.error}"))
+            err.print(plain("staging ", ("failed", "red"), f": {event.error}"))
         else:
-            err.print(Text(f"staging done on {event.node}: {format_bytes(event.bytes_total)} in place"))
+            err.print(plain(f"staging done on {event.node}: {format_bytes(event.bytes_total)} in place"))
     elif isinstance(event, NodeChanged) and event.status != "connected":
-        err.print(Text(f"node {event.node}: {event.status} · {event.detail}"))
+        err.print(plain(f"node {event.node}: {event.status} · {event.detail}"))
+
+
+def print_notice(event: Notice) -> None:
+    style = {"error": "red", "warning": "yellow"}.get(event.level, "")
+    err.print(plain((event.level, style), ": ", event.text) if style else plain(event.text))
+
+
+class AttachWarnings:
+    """While attaching: what it found wrong (a foreign label, a changed plan) is news. Off once
+    attached: a verb that follows subscribes its own ``EventPrinter``."""
+
+    def __init__(self) -> None:
+        self.active = True
+
+    def __call__(self, event: Event) -> None:
+        if self.active and isinstance(event, Notice) and event.level in ("warning", "error"):
+            print_notice(event)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -100,16 +119,16 @@ def _print_failures(orch: Orchestrator) -> None:
     failed = orch.failures()
     if failed:
         first = failed[0]
-        err.print(Text.assemble(("first failure", "red"), f": rank {first.rank} ({first.node.name})"))
+        err.print(plain(("first failure", "red"), f": rank {first.rank} ({first.node.name})"))
     elif not all(r.state == "ready" for r in orch.ranks):
-        err.print(Text.assemble(("boot timed out", "red"),
-                                f": not every rank ready after {orch.plan.boot.timeout_s:g} s"))
+        err.print(plain(("boot timed out", "red"),
+                        f": not every rank ready after {orch.plan.boot.timeout_s:g} s"))
     for info in failed + [r for r in orch.ranks if r.state not in ("ready", "failed")]:
-        err.print(Text(f"rank {info.rank} ({info.node.name}): {info.state} {info.detail}"))
+        err.print(plain(f"rank {info.rank} ({info.node.name}): {info.state} {info.detail}"))
     for line in render.check_failures(orch.checks):
         err.print(line)
     if failed and any(r.has_container for r in orch.ranks):
-        err.print(Text(f"the whole group back, same run: sparktui restart {orch.recipe.slug} --group"))
+        err.print(plain(f"the whole group back, same run: sparktui restart {orch.recipe.slug} --group"))
 
 
 def _verdict(orch: Orchestrator, ready: bool) -> int:
@@ -119,8 +138,8 @@ def _verdict(orch: Orchestrator, ready: bool) -> int:
     if not ready:
         _print_failures(orch)
         return exits.FAILED
-    out.print(Text.assemble(("ready", "green"), f": {len(orch.ranks)} ranks, "
-                                                f"{render.checks_count(orch.checks)}"))
+    out.print(plain(("ready", "green"), f": {len(orch.ranks)} ranks, "
+                                        f"{render.checks_count(orch.checks)}"))
     failures = render.check_failures(orch.checks)
     for line in failures:
         err.print(line)
@@ -143,9 +162,9 @@ def cmd_stage(args: argparse.Namespace) -> int:
         sample = "all" if args.sample == "all" else int(args.sample)
 
     async def go() -> int:
-        progress = Progress(TextColumn("{task.fields[node]:<10} {task.fields[phase]:<7}"),
+        progress = Progress(TextColumn("{task.fields[node]:<10} {task.fields[phase]:<7}", markup=False),
                             BarColumn(), DownloadColumn(binary_units=True), TransferSpeedColumn(),
-                            TimeRemainingColumn(), TextColumn("{task.fields[file]}"),
+                            TimeRemainingColumn(), TextColumn("{task.fields[file]}", markup=False),
                             console=err, disable=args.json, transient=False)
         tasks: dict[str, TaskID] = {}
 
@@ -155,17 +174,17 @@ def cmd_stage(args: argparse.Namespace) -> int:
                 if key not in tasks:
                     tasks[key] = progress.add_task("", total=None, node=event.node, phase="",
                                                    file="")
-                fields: dict[str, object] = {"phase": event.phase, "file": event.file or ""}
+                fields: dict[str, object] = {"phase": event.phase, "file": visible(event.file or "")}
                 if event.bytes_total:
                     fields["total"] = event.bytes_total
                     fields["completed"] = event.bytes_done
                 if event.phase == "failed":
-                    fields["file"] = f"[red]{event.error}[/red]"
+                    fields["file"] = visible(event.error or "")
                 progress.update(tasks[key], **fields)  # type: ignore[arg-type]
 
         async with _opened(args, on_event) as orch:
             if not orch.plan.staging:
-                err.print(f"{orch.recipe.slug} has no [[staging]] jobs")
+                err.print(plain(f"{orch.recipe.slug} has no [[staging]] jobs"))
                 return 0
             with progress:
                 results = await orch.stage(verify_only=args.verify_only, sample=sample)
@@ -174,14 +193,14 @@ def cmd_stage(args: argparse.Namespace) -> int:
         else:
             for r in results:
                 if not r.ok:
-                    err.print(f"[red]✗[/red] {r.error}")
+                    err.print(plain(("✗", "red"), f" {r.error}"))
                     continue
                 counts: dict[str, int] = {}
                 for f in r.files:
                     counts[f["status"]] = counts.get(f["status"], 0) + 1
                 summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
-                out.print(f"[green]✓[/green] {r.node}: {summary} · {format_bytes(r.bytes_written)} "
-                          f"written in {r.seconds:.1f} s")
+                out.print(plain(("✓", "green"), f" {r.node}: {summary} · "
+                                f"{format_bytes(r.bytes_written)} written in {r.seconds:.1f} s"))
         return 0 if all(r.ok for r in results) and not (
             args.verify_only and any(f["status"] != "verified" for r in results for f in r.files)) else 1
     return _run(go())
@@ -193,11 +212,11 @@ def cmd_up(args: argparse.Namespace) -> int:
             unreachable = await orch.connect()
             if unreachable:
                 for reason in unreachable.values():
-                    err.print(Text.assemble(("error", "red"), f": {reason}"))
+                    err.print(plain(("error", "red"), f": {reason}"))
                 return exits.FAILED
-            await orch.up()
+            await orch.up(image_check=not args.no_image_check)
             assert orch.run is not None
-            err.print(f"run {orch.run.id} · logs in {orch.run.dir}")
+            err.print(plain(f"run {orch.run.id} · logs in {orch.run.dir}"))
             if not args.wait:
                 return 0 if not any(r.state == "failed" for r in orch.ranks) else 1
             return _verdict(orch, await orch.wait(orch.plan.boot.timeout_s + 5))
@@ -210,13 +229,17 @@ async def _opened(args: argparse.Namespace, on_event: Callable[[Event], None] | 
     """The recipe's Orchestrator, closed (connections and all) however the command ends. With
     ``attach``: connected, its containers found and what they wrote meanwhile caught up."""
     orch = _make(args, on_event)
+    warnings = AttachWarnings()
+    if attach and on_event is None:
+        orch.subscribe(warnings)
     try:
         if attach:
             unreachable = await orch.connect()
             for reason in unreachable.values():
-                err.print(f"[yellow]warning[/yellow]: {reason}")
+                err.print(plain(("warning", "yellow"), f": {reason}"))
             await orch.attach(follow=False)
             await orch.catch_up()
+        warnings.active = False
         yield orch
     finally:
         await orch.close()
@@ -242,17 +265,17 @@ def cmd_status(args: argparse.Namespace) -> int:
             out.print(render.status_table(
                 f"{orch.recipe.title} · run {orch.run.id if orch.run else '-'}", rows))
             if orch.run is not None:
-                out.print(Text(f"boot checks: {render.checks_count(orch.checks)}"))
+                out.print(plain(f"boot checks: {render.checks_count(orch.checks)}"))
                 for line in render.check_failures(orch.checks):
                     out.print(line)
             for line in render.node_lines(nodes):
                 out.print(line)
             dog = watchdog_summary(orch.run, orch.recipe.spec.restart)
             if dog:
-                out.print(Text(dog))
+                out.print(plain(dog))
             if orch.failures() and any(r.has_container for r in orch.ranks):
-                out.print(Text(f"the whole group back, same run: sparktui restart "
-                               f"{orch.recipe.slug} --group"))
+                out.print(plain(f"the whole group back, same run: sparktui restart "
+                                f"{orch.recipe.slug} --group"))
             return 0
     return _run(go())
 
@@ -264,8 +287,8 @@ def cmd_smoke(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(result.__dict__, indent=2))
         else:
-            out.print(f"[green]smoke ok[/green]: {result.sentence()}")
-            out.print(f"[dim]{result.text}[/dim]")
+            out.print(plain(("smoke ok", "green"), f": {result.sentence()}"))
+            out.print(plain((result.text, "dim")))
         return 0
     return _run(go())
 
@@ -337,7 +360,7 @@ def cmd_restart(args: argparse.Namespace) -> int:
                 if not any(info.has_container for info in orch.ranks):
                     raise SparkError("nothing of this recipe has a container; start it with up")
                 await orch.restart_group()
-                err.print(f"every rank replaced in {time.monotonic() - started:.1f} s")
+                err.print(plain(f"every rank replaced in {time.monotonic() - started:.1f} s"))
             else:
                 if not 0 <= args.rank < len(orch.ranks):
                     raise exits.UsageError(f"rank {args.rank} does not exist "
@@ -345,7 +368,7 @@ def cmd_restart(args: argparse.Namespace) -> int:
                 if not orch.ranks[args.rank].has_container:
                     raise SparkError(f"rank {args.rank} has no container; start the recipe with up")
                 await orch.restart(args.rank)
-                err.print(f"rank {args.rank} replaced in {time.monotonic() - started:.1f} s")
+                err.print(plain(f"rank {args.rank} replaced in {time.monotonic() - started:.1f} s"))
             if args.wait:
                 return _verdict(orch, await orch.wait(orch.plan.boot.timeout_s + 5))
             return exits.OK
@@ -380,6 +403,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p.add_argument("--wait", action="store_true", help="return when ready (0) or failed/timed out (1)")
     p.add_argument("--launch-order", choices=["workers-first", "head-first", "parallel"],
                    default="workers-first")
+    p.add_argument("--no-image-check", action="store_true",
+                   help="start even when the image is missing on a node or differs across nodes")
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser("status", help="per rank: state, container, checks, health, restarts")

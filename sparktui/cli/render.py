@@ -1,11 +1,15 @@
 """Rich renderings for the terminal: problems, plans, the catalog, status and doctor tables.
 
-What comes from outside (node names, details, findings, recipe titles, log text) goes into
-``Text`` as plain text, never into a markup string: a detail holding ``[/red]`` prints as is.
+What comes from outside (recipe and cluster values, node names, details, findings, log text,
+check patterns, library errors) goes through ``plain``: ``Text``, never a markup string (Rich
+parses markup in every plain ``str`` it prints, table cells and titles included), so a detail
+holding ``[/red]`` prints as it is, and control characters show as ``\x1b`` instead of moving
+the cursor or recolouring the terminal.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -19,7 +23,6 @@ from sparktui.catalog import RecipeInfo
 from sparktui.core.checks import BootChecks, Check
 from sparktui.core.errors import Problem
 from sparktui.core.plan import Plan, RankPlan
-from sparktui.core.secrets import mask_env
 from sparktui.core.units import format_bytes, format_duration
 
 if TYPE_CHECKING:  # the backend is imported only when a command needs it (see sparktui.cli)
@@ -31,28 +34,41 @@ STATE_STYLE = {"ready": "green", "failed": "bold red", "booting": "yellow", "cre
 VERDICT_MARK = {"passed": ("✓", "green"), "warned": ("!", "yellow"), "failed": ("✗", "red")}
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: object) -> str:
+    """``text`` with control characters (ESC, CR, NUL...) written out as ``\x1b``: shown, not
+    obeyed by the terminal. Tabs and newlines stay."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+
+
+def plain(*parts: object | tuple[object, str]) -> Text:
+    """The one way outside text reaches the terminal: each part as text (never markup), control
+    characters visible; a ``(text, style)`` part is styled."""
+    text = Text()
+    for part in parts:
+        if isinstance(part, tuple):
+            text.append(visible(part[0]), style=part[1])
+        else:
+            text.append(visible(part))
+    return text
+
+
 def problem_text(p: Problem) -> Text:
     style = "bold red" if p.severity == "error" else "bold yellow"
-    text = Text()
-    text.append(p.location(), style="bold")
-    text.append(": ")
-    text.append(p.severity, style=style)
-    text.append(": ")
-    if p.key:
-        text.append(p.key, style="cyan")
-        text.append(": ")
-    text.append(p.message)
-    return text
+    return plain((p.location(), "bold"), ": ", (p.severity, style), ": ",
+                 *(((p.key, "cyan"), ": ") if p.key else ()), p.message)
 
 
 def problems(items: Iterable[Problem]) -> Group:
     return Group(*(problem_text(p) for p in items))
 
 
-def _command(plan_rank: RankPlan, appended_from: int) -> Text:
+def _command(plan_rank: RankPlan, appended_from: int, show_secrets: bool) -> Text:
     """One flag and its value per line; the launcher's rank flags stand out."""
     text = Text()
-    argv = plan_rank.container.command
+    argv = plan_rank.container.shown_command(show_secrets)
     i = 0
     first = True
     while i < len(argv):
@@ -64,7 +80,7 @@ def _command(plan_rank: RankPlan, appended_from: int) -> Text:
         style = "bold magenta" if i >= appended_from else ""
         if not first:
             text.append("\n")
-        text.append(" ".join(group), style=style)
+        text.append(visible(" ".join(group)), style=style)
         first = False
         i += len(group)
     return text
@@ -75,34 +91,34 @@ def rank_panel(plan: Plan, r: RankPlan, show_secrets: bool, appended_from: int) 
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
-    grid.add_row("container", c.name)
-    grid.add_row("image", c.image)
-    grid.add_row("entrypoint", " ".join(c.entrypoint) or "(image default)")
-    grid.add_row(f"command ({len(c.command)})", _command(r, appended_from))
-    env = c.env if show_secrets else mask_env(c.env)
+    grid.add_row("container", plain(c.name))
+    grid.add_row("image", plain(c.image))
+    grid.add_row("entrypoint", plain(" ".join(c.shown_entrypoint(show_secrets)) or "(image default)"))
+    grid.add_row(f"command ({len(c.command)})", _command(r, appended_from, show_secrets))
+    env = c.shown_env(show_secrets)
     env_table = Table.grid(padding=(0, 1))
     env_table.add_column(style="green", no_wrap=True)
     env_table.add_column(overflow="fold")
     for k, v in env.items():
-        env_table.add_row(k, v)
+        env_table.add_row(plain(k), plain(v))
     grid.add_row(f"env ({len(env)})", env_table)
-    grid.add_row("mounts", "\n".join(
-        f"{m.source} → {m.target}" + (" (ro)" if m.read_only else "") for m in c.mounts))
-    grid.add_row("runtime", f"network {c.network_mode} · ipc {c.ipc_mode} · shm "
-                            f"{c.shm_size or 'default'} · gpus {c.gpus}")
+    grid.add_row("mounts", plain("\n".join(
+        f"{m.source} → {m.target}" + (" (ro)" if m.read_only else "") for m in c.mounts)))
+    grid.add_row("runtime", plain(f"network {c.network_mode} · ipc {c.ipc_mode} · shm "
+                                  f"{c.shm_size or 'default'} · gpus {c.gpus}"))
     if c.devices or c.cap_add or c.ulimits:
-        grid.add_row("host access", " · ".join(filter(None, [
+        grid.add_row("host access", plain(" · ".join(filter(None, [
             "devices " + ", ".join(c.devices) if c.devices else "",
             "cap_add " + ", ".join(c.cap_add) if c.cap_add else "",
             "ulimits " + ", ".join(f"{k}={v}" for k, v in c.ulimits.items()) if c.ulimits else "",
-        ])))
-    grid.add_row("labels", ", ".join(f"{k}={v}" for k, v in c.labels.items()))
-    run = Syntax(r.docker_run(show_secrets), "bash", word_wrap=True, theme="ansi_dark",
+        ]))))
+    grid.add_row("labels", plain(", ".join(f"{k}={v}" for k, v in c.labels.items())))
+    run = Syntax(visible(r.docker_run(show_secrets)), "bash", word_wrap=True, theme="ansi_dark",
                  background_color="default")
     grid.add_row("docker run", run)
     role = "head" if r.rank == 0 else "worker"
-    return Panel(grid, title=f"[b]rank {r.rank}[/b] · {r.node} ({r.host}) · {role} · port {r.port}",
-                 title_align="left", border_style="blue")
+    return Panel(grid, title=plain((f"rank {r.rank}", "b"), f" · {r.node} ({r.host}) · {role} · "
+                                   f"port {r.port}"), title_align="left", border_style="blue")
 
 
 def plan_view(plan: Plan, show_secrets: bool = False, only_rank: int | None = None,
@@ -110,12 +126,12 @@ def plan_view(plan: Plan, show_secrets: bool = False, only_rank: int | None = No
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column()
-    head.add_row("recipe", f"{plan.recipe_name} ({plan.recipe_path or plan.recipe_slug})")
-    head.add_row("engine", f"{plan.engine} · model {plan.model} · served as "
-                           f"{plan.served_model_name}")
-    head.add_row("cluster", f"{plan.cluster_name}" + (" (local processes)" if plan.cluster_local
-                                                      else "") + f" · {plan.world} ranks")
-    head.add_row("plan hash", plan.plan_hash)
+    head.add_row("recipe", plain(f"{plan.recipe_name} ({plan.recipe_path or plan.recipe_slug})"))
+    head.add_row("engine", plain(f"{plan.engine} · model {plan.model} · served as "
+                                 f"{plan.served_model_name}"))
+    head.add_row("cluster", plain(f"{plan.cluster_name}" + (" (local processes)" if plan.cluster_local
+                                                            else "") + f" · {plan.world} ranks"))
+    head.add_row("plan hash", plain(plan.plan_hash))
     parts: list[RenderableType] = [Panel(head, title="plan", title_align="left")]
     for r in plan.ranks:
         if only_rank is None or r.rank == only_rank:
@@ -125,20 +141,20 @@ def plan_view(plan: Plan, show_secrets: bool = False, only_rank: int | None = No
         for col in ("node", "job", "ranks", "src", "dst", "min free"):
             st.add_column(col, overflow="fold")
         for s in plan.staging:
-            st.add_row(s.node, f"{s.id} ({s.kind})", f"{','.join(map(str, s.ranks))} of {s.world}",
-                       s.src, s.dst, format_bytes(s.min_free_bytes))
+            st.add_row(plain(s.node), plain(f"{s.id} ({s.kind})"),
+                       plain(f"{','.join(map(str, s.ranks))} of {s.world}"), plain(s.src),
+                       plain(s.dst), plain(format_bytes(s.min_free_bytes)))
         parts.append(st)
     bt = Table(title=f"boot checks · ready within {format_duration(plan.boot.timeout_s)}",
                title_justify="left")
     bt.add_column("kind")
     bt.add_column("ranks")
     bt.add_column("pattern", overflow="fold")
-    bt.add_row("ready", ",".join(map(str, plan.boot.ready_ranks)), plan.boot.ready)
+    bt.add_row("ready", ",".join(map(str, plan.boot.ready_ranks)), plain(plan.boot.ready))
     for c in plan.boot.must_show:
-        bt.add_row("must show", c.ranks if isinstance(c.ranks, str) else ",".join(map(str, c.ranks)),
-                   c.pattern)
+        bt.add_row("must show", plain(ranks_text(c.ranks)), plain(c.pattern))
     for line in plan.boot.must_not_show:
-        bt.add_row("[red]must not show[/red]", "all", line)
+        bt.add_row(Text("must not show", style="red"), "all", plain(line))
     parts.append(bt)
     return Group(*parts)
 
@@ -148,21 +164,22 @@ def catalog_line(info: RecipeInfo) -> Text:
     text = Text("  ")
     if info.recipe is None or info.cluster is None:
         text.append("✗", style="red")
-        text.append(f" {info.slug}: {len(info.problems)} problem(s); run: sparktui validate {info.slug}")
+        text.append_text(plain(f" {info.slug}: {len(info.problems)} problem(s); run: sparktui "
+                               f"validate {info.slug}"))
         return text
     if info.errors:
         text.append("✗", style="red")
     else:
         text.append("✓", style="green")
     spec = info.recipe.spec
-    text.append(f" {info.slug}: {info.recipe.title} · {spec.engine} · {spec.required_nodes} nodes "
-                f"on cluster {info.cluster.name!r}")
+    text.append_text(plain(f" {info.slug}: {info.recipe.title} · {spec.engine} · "
+                           f"{spec.required_nodes} nodes on cluster {info.cluster.name!r}"))
     return text
 
 
 def status_table(title: str, rows: Sequence[dict[str, object]]) -> Table:
     """``sparktui status``: one row per rank, as ``Orchestrator.status()`` lists them."""
-    table = Table(title=Text(title), title_justify="left")
+    table = Table(title=plain(title), title_justify="left")
     for col in ("rank", "node", "state", "container", "exit", "checks", "health", "restarts",
                 "detail"):
         table.add_column(col, overflow="fold")
@@ -172,11 +189,11 @@ def status_table(title: str, rows: Sequence[dict[str, object]]) -> Table:
         total = sum(checks.values())
         failed = f" ✗{checks['failed']}" if checks["failed"] else ""
         state = str(r["state"])
-        table.add_row(Text(str(r["rank"])), Text(str(r["node"])),
-                      Text(state, style=STATE_STYLE.get(state, "")),
-                      Text(str(r["container_id"] or "-")[:12]), Text(str(r["exit_code"] or "")),
-                      Text(f"{checks['passed']}/{total}{failed}"), Text(str(r["health"] or "-")),
-                      Text(str(r["restarts"])), Text(str(r["detail"])))
+        table.add_row(plain(r["rank"]), plain(r["node"]),
+                      plain((state, STATE_STYLE.get(state, ""))),
+                      plain(str(r["container_id"] or "-")[:12]), plain(r["exit_code"] or ""),
+                      plain(f"{checks['passed']}/{total}{failed}"), plain(r["health"] or "-"),
+                      plain(r["restarts"]), plain(r["detail"]))
     return table
 
 
@@ -209,13 +226,13 @@ def check_failures(checks: BootChecks) -> list[Text]:
     lines = []
     for check in checks.failed_checks():
         ranks = failed_on(checks, check)
-        text = Text.assemble(("check failed", "bold red"),
-                             f": {check.kind} (ranks {ranks_text(check.ranks)}): ", (check.pattern, "bold"))
+        text = plain(("check failed", "bold red"),
+                     f": {check.kind} (ranks {ranks_text(check.ranks)}): ", (check.pattern, "bold"))
         if check.kind == "must_not_show":
             seen = [st.match for (cid, _r), st in sorted(checks.status.items())
                     if cid == check.id and st.state == "failed" and st.match is not None]
-            text.append(" · appeared on " + "; ".join(
-                f"rank {m.rank} line {m.line_no}: {m.text}" for m in seen))
+            text.append_text(plain(" · appeared on " + "; ".join(
+                f"rank {m.rank} line {m.line_no}: {m.text}" for m in seen)))
         else:
             text.append(f" · never appeared on rank{'s' if len(ranks) > 1 else ''} "
                         f"{', '.join(map(str, ranks))}")
@@ -244,10 +261,9 @@ def node_lines(nodes: Sequence[NodeTelemetry]) -> list[Text]:
     """``sparktui status``: one line per node, its latest sample or why there is none."""
     lines = []
     for t in nodes:
-        line = Text(f"{t.node}: ")
+        line = plain(f"{t.node}: ")
         if t.sample is None:
-            line.append(t.status, style="red")
-            line.append(f" {t.detail}")
+            line.append_text(plain((t.status, "red"), f" {t.detail}"))
             lines.append(line)
             continue
         s = t.sample
@@ -256,19 +272,19 @@ def node_lines(nodes: Sequence[NodeTelemetry]) -> list[Text]:
         gpus = ", ".join(f"GPU{g.index} {g.util_pct or 0:.0f}% {g.temp_c or 0:.0f}°C "
                          f"{g.power_w or 0:.0f} W" for g in s.gpus) or s.gpu_note
         disks = ", ".join(f"{d.path} {format_bytes(d.free)} free" for d in s.disks)
-        line.append(f"{mem} · load {s.load1:.2f} · {gpus} · {disks}")
+        line.append_text(plain(f"{mem} · load {s.load1:.2f} · {gpus} · {disks}"))
         for _code, sentence in t.warnings:
-            line.append(f" ⚠ {sentence}", style="yellow")
+            line.append_text(plain((f" ⚠ {sentence}", "yellow")))
         lines.append(line)
     return lines
 
 
 def doctor_table(title: str, findings: Sequence[Finding]) -> Table:
     """``sparktui doctor``: one row per check per node."""
-    table = Table(title=Text(title), title_justify="left")
+    table = Table(title=plain(title), title_justify="left")
     for col in ("node", "check", "", "finding"):
         table.add_column(col, overflow="fold")
     for f in findings:
         mark, style = VERDICT_MARK[f.verdict]
-        table.add_row(Text(f.node), Text(f.check), Text(mark, style=style), Text(f.sentence))
+        table.add_row(plain(f.node), plain(f.check), Text(mark, style=style), plain(f.sentence))
     return table

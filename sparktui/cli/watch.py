@@ -9,10 +9,9 @@ import asyncio
 import signal
 from collections.abc import Callable
 
-from rich.text import Text
-
 from sparktui.backend.watchdog import Watchdog, budget_text
 from sparktui.cli.ops import EventPrinter, _opened, _run, err
+from sparktui.cli.render import plain
 from sparktui.core.errors import SparkError
 
 
@@ -32,7 +31,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
                                  "its watchdog is the one that acts")
             dog = Watchdog(orch, policy)
             dog.start()
-            err.print(Text(f"watching {orch.recipe.slug} (run {orch.run.id}): a failure after ready "
+            err.print(plain(f"watching {orch.recipe.slug} (run {orch.run.id}): a failure after ready "
                            f"restarts the whole group, at most {budget_text(policy)}"))
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()

@@ -7,17 +7,20 @@ machine, as many local nodes as the recipe needs, rank processes instead of cont
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
-from sparktui.core.errors import ClusterError
+from sparktui.core.errors import ClusterError, Problem, user_home
+from sparktui.core.limits import MAX_NODES
 from sparktui.core.tomlsource import TomlSource, parse_toml, read_toml
 from sparktui.core.units import parse_duration
 from sparktui.core.validation import StrictModel, problems_from
 
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+"""Node and cluster names: they name key files and appear in labels (``core.names``)."""
 LOCAL_CLUSTER_NAME = "local"
 LOCAL_HEAD = "127.0.0.1"
 HEALTH_INTERVAL_S = 10.0
@@ -33,20 +36,33 @@ class SshSettings(StrictModel):
     identity: str | None = Field(default=None, description="Private key file")
     known_hosts: str = Field(default="~/.ssh/known_hosts",
                              description="Host keys to verify against; never disabled")
-    connect_timeout: float = Field(default=10.0, gt=0)
+    connect_timeout: float = Field(default=10.0, gt=0, le=600)
 
 
 class SshOverride(StrictModel):
     user: str | None = None
     identity: str | None = None
     known_hosts: str | None = None
-    connect_timeout: float | None = Field(default=None, gt=0)
+    connect_timeout: float | None = Field(default=None, gt=0, le=600)
+
+
+def _node_path(value: str | None) -> str | None:
+    """A folder or socket on a node: absolute, since nothing expands ``~`` there."""
+    if value is not None and not value.startswith("/"):
+        why = ("~ is not expanded on the nodes" if value.startswith("~")
+               else "a relative path has no fixed meaning on a node")
+        raise ValueError(f"{value[:200]!r} must be an absolute path: {why}; write the full path "
+                         "(for example /home/<user>/.cache/huggingface)")
+    return value
+
+
+NodePath = Annotated[str, AfterValidator(_node_path)]
 
 
 class DockerSettings(StrictModel):
     """The node's Docker engine, reached through the SSH connection."""
 
-    socket: str = Field(default="/var/run/docker.sock", description="Engine socket on the node")
+    socket: NodePath = Field(default="/var/run/docker.sock", description="Engine socket on the node")
     gpus: str = Field(default="all", description='"all", "none", a count or device ids')
     devices: list[str] = Field(default_factory=list)
     cap_add: list[str] = Field(default_factory=list)
@@ -54,7 +70,7 @@ class DockerSettings(StrictModel):
 
 
 class DockerOverride(StrictModel):
-    socket: str | None = None
+    socket: NodePath | None = None
     gpus: str | None = None
     devices: list[str] | None = None
     cap_add: list[str] | None = None
@@ -81,11 +97,21 @@ class HealthSettings(StrictModel):
 
 
 class NodeSpec(StrictModel):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    name: str = Field(pattern=NAME_PATTERN, max_length=128)
     host: str = Field(description='SSH address, "host" or "host:port"')
     fabric_ip: str | None = Field(default=None,
                                   description="Address used in --dist-init-addr when head")
-    hf_cache: str | None = None
+    hf_cache: NodePath | None = None
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        addr, port = _split_host(value)
+        if not addr or any(c.isspace() or c in "/\\@" for c in addr) or addr.startswith("-"):
+            raise ValueError(f"{value[:200]!r} is not a host name or address")
+        if not 1 <= port <= 65535:
+            raise ValueError(f"port {port} is not a TCP port (1-65535)")
+        return value
     port_offset: int = Field(default=0, ge=0,
                              description="Added to the recipe's port (several nodes on one host)")
     ssh: SshOverride = Field(default_factory=SshOverride)
@@ -95,14 +121,15 @@ class NodeSpec(StrictModel):
 class ClusterSpec(StrictModel):
     """The cluster file's schema."""
 
-    name: str
+    name: str = Field(pattern=NAME_PATTERN, max_length=128)
     kind: Literal["ssh", "local"] = "ssh"
-    hf_cache: str = Field(default="~/.cache/huggingface", description="HF cache folder on the nodes")
+    hf_cache: NodePath | None = Field(
+        default=None, description="HF cache folder on the nodes, absolute (a node may override it)")
     dist_init_port: int = Field(default=25000, ge=1, le=65535)
     ssh: SshSettings = Field(default_factory=SshSettings)
     docker: DockerSettings = Field(default_factory=DockerSettings)
     health: HealthSettings = Field(default_factory=HealthSettings)
-    nodes: list[NodeSpec] = Field(min_length=1)
+    nodes: list[NodeSpec] = Field(min_length=1, max_length=MAX_NODES)
 
     @model_validator(mode="after")
     def _unique_names(self) -> ClusterSpec:
@@ -138,6 +165,7 @@ class Cluster:
     nodes: tuple[Node, ...]
     path: Path | None = None
     health_interval: float | None = None  # [health] interval in seconds; None: not set here
+    source: TomlSource | None = field(default=None, compare=False, repr=False)  # for sentences
 
     @property
     def probe_interval(self) -> float:
@@ -152,19 +180,36 @@ class Cluster:
     def head(self) -> Node:
         return self.nodes[0]
 
+    def ssh_problem(self, node: Node, key: str, sentence: str) -> Problem:
+        """``sentence`` at ``nodes[i].ssh.<key>`` when that node sets it, else at ``ssh.<key>``
+        (with its line when the cluster came from a file)."""
+        if self.source is None:
+            return Problem(sentence, key=f"ssh.{key}", code="access")
+        raw_nodes = self.source.data.get("nodes", [])
+        raw = raw_nodes[node.index] if node.index < len(raw_nodes) else {}
+        own = isinstance(raw, dict) and isinstance(raw.get("ssh"), dict) and key in raw["ssh"]
+        path: tuple[str | int, ...] = ("nodes", node.index, "ssh", key) if own else ("ssh", key)
+        return self.source.problem(path, sentence, code="access")
+
 
 def _split_host(host: str) -> tuple[str, int]:
+    """``(address, port)``; a port that is no number is -1 (the validator says so)."""
     if host.startswith("["):  # [::1]:2222
         addr, _, rest = host[1:].partition("]")
-        return addr, int(rest[1:]) if rest.startswith(":") and rest[1:].isdigit() else 22
+        if not rest:
+            return addr, 22
+        return addr, _port(rest[1:]) if rest.startswith(":") else -1
     if host.count(":") == 1:
         addr, port = host.split(":")
-        if port.isdigit():
-            return addr, int(port)
+        return addr, _port(port)
     return host, 22
 
 
-def _resolve(spec: ClusterSpec, path: Path | None) -> Cluster:
+def _port(text: str) -> int:
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 6 else -1
+
+
+def _resolve(spec: ClusterSpec, path: Path | None, source: TomlSource | None = None) -> Cluster:
     nodes = []
     for i, n in enumerate(spec.nodes):
         addr, port = _split_host(n.host)
@@ -173,12 +218,13 @@ def _resolve(spec: ClusterSpec, path: Path | None) -> Cluster:
         nodes.append(Node(
             index=i, name=n.name, host=addr, ssh_port=port,
             fabric_ip=n.fabric_ip or addr,
-            hf_cache=n.hf_cache or spec.hf_cache,
+            hf_cache=n.hf_cache or spec.hf_cache or "/",
             port_offset=n.port_offset, ssh=ssh, docker=docker,
             local=spec.kind == "local",
         ))
     return Cluster(name=spec.name, kind=spec.kind, dist_init_port=spec.dist_init_port,
-                   nodes=tuple(nodes), path=path, health_interval=spec.health.interval_s)
+                   nodes=tuple(nodes), path=path, health_interval=spec.health.interval_s,
+                   source=source)
 
 
 def cluster_from_source(source: TomlSource) -> Cluster:
@@ -186,7 +232,15 @@ def cluster_from_source(source: TomlSource) -> Cluster:
         spec = ClusterSpec.model_validate(source.data)
     except ValidationError as exc:
         raise ClusterError(problems_from(exc, source, ClusterSpec)) from None
-    return _resolve(spec, source.path)
+    if spec.kind == "ssh" and spec.hf_cache is None:
+        missing = [i for i, n in enumerate(spec.nodes) if n.hf_cache is None]
+        if missing:
+            names = ", ".join(spec.nodes[i].name for i in missing)
+            raise ClusterError([source.problem(
+                ("hf_cache",), f"missing for {names}: set hf_cache to the nodes' Hugging Face "
+                "cache folder, absolute (for example hf_cache = \"/home/<user>/.cache/huggingface\"); "
+                "sparktui cannot expand ~ on a node before it connects")])
+    return _resolve(spec, source.path, source)
 
 
 def load_cluster(path: Path) -> Cluster:
@@ -198,8 +252,13 @@ def load_cluster_text(text: str, path: Path | None = None) -> Cluster:
 
 
 def default_hf_cache() -> str:
-    """Where Hugging Face tools keep their cache on this machine."""
-    return os.environ.get("HF_HOME") or str(Path("~/.cache/huggingface").expanduser())
+    """Where Hugging Face tools keep their cache on this machine (absolute; ``SetupError`` when
+    there is no home folder to find it in)."""
+    env = os.environ.get("HF_HOME")
+    if env and not env.startswith("~"):
+        return os.path.abspath(env)
+    home = user_home()  # before expanduser, which leaves ~ as it is when there is no home
+    return os.path.expanduser(env) if env else str(home / ".cache" / "huggingface")
 
 
 def local_cluster(nodes: int) -> Cluster:

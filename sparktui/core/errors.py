@@ -46,6 +46,36 @@ class SparkError(Exception):
     """Base of every error sparktui reports as a sentence rather than a traceback."""
 
 
+class SetupError(SparkError):
+    """This machine's setup stops sparktui before it tried anything (no home folder): the CLI
+    exits 2, as for a file it cannot use."""
+
+
+NO_HOME = ("sparktui cannot tell this user's home folder (HOME is not set and the user has no "
+           "passwd entry): set HOME, or XDG_CONFIG_HOME, XDG_STATE_HOME and HF_HOME")
+
+
+def user_home() -> Path:
+    """The user's home folder; ``SetupError`` with what to do when there is none (rather than
+    ``Path.home``'s RuntimeError, or a literal ``~`` folder from ``expanduser``)."""
+    try:
+        home = Path.home()
+    except (RuntimeError, KeyError, OSError):
+        raise SetupError(NO_HOME) from None
+    if not home.is_absolute():
+        raise SetupError(NO_HOME)
+    return home
+
+
+def absolute_dir(path: str | Path, what: str) -> Path:
+    """``path`` if absolute; ``SetupError`` naming ``what`` otherwise (platformdirs answers
+    ``~/.local/state/...`` unexpanded when there is no home)."""
+    p = Path(path)
+    if not p.is_absolute():
+        raise SetupError(f"{NO_HOME} ({what} came out as {str(p)[:200]!r})")
+    return p
+
+
 class ConfigError(SparkError):
     """A recipe or cluster file that cannot be used; carries every problem found."""
 

@@ -16,6 +16,7 @@ from sparktui.core.errors import Problem
 from sparktui.core.placeholders import substitute
 from sparktui.core.plan import hosted_tp_ranks
 from sparktui.core.recipe import HF_CACHE_IN_CONTAINER, Recipe, flag_name
+from sparktui.core.secrets import redact_problems
 from sparktui.core.units import format_bytes
 
 TP_FLAGS = ("--tp-size", "--tp", "--tensor-parallel-size")
@@ -186,12 +187,12 @@ def lint_min_free(recipe: Recipe, cluster: Cluster | None) -> list[Problem]:
     values = {"hf": node.hf_cache, "rank": "0", "nnodes": str(spec.required_nodes),
               "node": node.name, "head": node.fabric_ip}
     for i, job in enumerate(spec.staging):
-        src = Path(substitute(job.src, values)).expanduser()
-        if not src.is_dir():
-            continue
         try:
+            src = Path(substitute(job.src, values))
+            if not src.is_absolute() or not src.is_dir():
+                continue
             layers = selected_tensors(src, job.id, job.tensors)
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError):  # a name past the file-name limit...
             continue
         tp = spec.tensor_parallel_size
         if cluster.is_local:  # every local "node" writes into the same dst on this disk
@@ -210,11 +211,38 @@ def lint_min_free(recipe: Recipe, cluster: Cluster | None) -> list[Problem]:
     return problems
 
 
+def lint_node_paths(recipe: Recipe, cluster: Cluster | None) -> list[Problem]:
+    """Folders on the nodes must be absolute once placeholders are filled: a relative path or
+    ``~`` would be read against whatever folder the agent or docker happens to start in (a
+    literal ``~`` folder, or docker's refusal), so it is an error here, with the fix."""
+    spec = recipe.spec
+    node = cluster.nodes[0] if cluster is not None and cluster.nodes else None
+    values = {"hf": node.hf_cache if node else "/hf", "rank": "0",
+              "nnodes": str(spec.required_nodes), "node": node.name if node else "node",
+              "head": node.fabric_ip if node else "head"}
+    paths: list[tuple[tuple[str | int, ...], str]] = []
+    for i, job in enumerate(spec.staging):
+        paths += [(("staging", i, "src"), job.src), (("staging", i, "dst"), job.dst)]
+    for i, m in enumerate(spec.extra_mounts):
+        paths += [(("extra_mounts", i, "host"), m.host), (("extra_mounts", i, "container"), m.container)]
+    problems = []
+    for key, raw in paths:
+        value = substitute(raw, values)
+        if value.startswith("/"):
+            continue
+        why = ("~ is not expanded on the nodes" if value.startswith("~")
+               else "a relative path has no fixed meaning on a node")
+        problems.append(recipe.problem(
+            key, f"{raw[:200]!r} must be an absolute path: {why}; write the full folder "
+            "(for example /home/<user>/... or {{hf}}/...)", code="node-path"))
+    return problems
+
+
 RECIPE_LINTS: list[Callable[[Recipe], list[Problem]]] = [
     lint_parallel_sizes, lint_cuda_graph, lint_duplicate_flags, lint_staged_paths,
 ]
 CLUSTER_LINTS: list[Callable[[Recipe, Cluster | None], list[Problem]]] = [
-    lint_cluster_size, lint_min_free,
+    lint_cluster_size, lint_min_free, lint_node_paths,
 ]
 
 
@@ -222,6 +250,7 @@ def lint(recipe: Recipe, cluster: Cluster | None = None) -> list[Problem]:
     """Every lint, errors first, each group in file order."""
     found = [p for f in RECIPE_LINTS for p in f(recipe)]
     found += [p for f in CLUSTER_LINTS for p in f(recipe, cluster)]
+    found = redact_problems(found, recipe.source.data)  # a lint may quote a secret's value
     return sorted(found, key=lambda p: (p.severity != "error", p.line or 0, p.column or 0))
 
 

@@ -16,7 +16,7 @@ from sparktui.core.cluster import Cluster, Node
 from sparktui.core.engines import FATAL_LINES, Launch, engine
 from sparktui.core.placeholders import substitute
 from sparktui.core.recipe import HF_CACHE_IN_CONTAINER, CheckSpec, Recipe
-from sparktui.core.secrets import mask_env
+from sparktui.core.secrets import Conceal, Redactor, SecretRules, keyed, masked, shown
 from sparktui.core.units import parse_size
 
 LABEL_PREFIX = "sparktui."
@@ -52,17 +52,41 @@ class ContainerSpec:
     cap_add: list[str]
     ulimits: dict[str, int]
     labels: dict[str, str]
+    secrets: SecretRules = field(default=SecretRules())  # which env and args values are secret
 
     @property
     def argv(self) -> list[str]:
         """The process the container runs: entrypoint followed by command."""
         return [*self.entrypoint, *self.command]
 
-    def to_json(self, show_secrets: bool = False) -> dict[str, Any]:
+    def shown_env(self, show_secrets: bool = False, conceal: Conceal | None = None) -> dict[str, str]:
+        """The env with secret values masked (or as ``conceal`` renders them)."""
+        return self.secrets.conceal_env(self.env, _conceal(show_secrets, conceal))
+
+    def shown_command(self, show_secrets: bool = False,
+                      conceal: Conceal | None = None) -> list[str]:
+        """The command with the values of secret flags masked (``--api-key ********``)."""
+        return self.secrets.conceal_args(self.command, _conceal(show_secrets, conceal))
+
+    def shown_entrypoint(self, show_secrets: bool = False,
+                         conceal: Conceal | None = None) -> list[str]:
+        return self.secrets.conceal_args(self.entrypoint, _conceal(show_secrets, conceal))
+
+    def secret_values(self) -> list[str]:
+        return self.secrets.values(self.env, self.entrypoint) + \
+            self.secrets.values(self.env, self.command)
+
+    def to_json(self, show_secrets: bool = False, conceal: Conceal | None = None) -> dict[str, Any]:
         data = asdict(self)
-        if not show_secrets:
-            data["env"] = mask_env(self.env)
+        del data["secrets"]
+        data["env"] = self.shown_env(show_secrets, conceal)
+        data["command"] = self.shown_command(show_secrets, conceal)
+        data["entrypoint"] = self.shown_entrypoint(show_secrets, conceal)
         return data
+
+
+def _conceal(show_secrets: bool, conceal: Conceal | None) -> Conceal:
+    return conceal if conceal is not None else (shown if show_secrets else masked)
 
 
 @dataclass(frozen=True)
@@ -74,17 +98,17 @@ class RankPlan:
     container: ContainerSpec
     serves_http: bool = True  # False: a headless worker that opens no port (nothing to probe)
 
-    def docker_run(self, show_secrets: bool = False) -> str:
-        return docker_run_line(self.container, show_secrets=show_secrets)
+    def docker_run(self, show_secrets: bool = False, conceal: Conceal | None = None) -> str:
+        return docker_run_line(self.container, show_secrets=show_secrets, conceal=conceal)
 
-    def to_json(self, show_secrets: bool = False) -> dict[str, Any]:
+    def to_json(self, show_secrets: bool = False, conceal: Conceal | None = None) -> dict[str, Any]:
         return {
             "rank": self.rank,
             "node": self.node,
             "host": self.host,
             "port": self.port,
-            "container": self.container.to_json(show_secrets),
-            "docker_run": self.docker_run(show_secrets),
+            "container": self.container.to_json(show_secrets, conceal),
+            "docker_run": self.docker_run(show_secrets, conceal),
             "serves_http": self.serves_http,
         }
 
@@ -155,7 +179,11 @@ class Plan:
     def world(self) -> int:
         return len(self.ranks)
 
-    def to_json(self, show_secrets: bool = False) -> dict[str, Any]:
+    def redactor(self) -> Redactor:
+        """Masks this plan's secret values wherever they turn up in free text."""
+        return Redactor(v for r in self.ranks for v in r.container.secret_values())
+
+    def to_json(self, show_secrets: bool = False, conceal: Conceal | None = None) -> dict[str, Any]:
         return {
             "recipe": {"name": self.recipe_name, "slug": self.recipe_slug,
                        "path": self.recipe_path, "engine": self.engine,
@@ -163,14 +191,16 @@ class Plan:
                        "model": self.model, "served_model_name": self.served_model_name},
             "cluster": {"name": self.cluster_name, "local": self.cluster_local},
             "plan_hash": self.plan_hash,
-            "ranks": [r.to_json(show_secrets) for r in self.ranks],
+            "ranks": [r.to_json(show_secrets, conceal) for r in self.ranks],
             "staging": [s.to_json() for s in self.staging],
             "boot": self.boot.to_json(),
         }
 
 
-def docker_run_line(c: ContainerSpec, show_secrets: bool = False) -> str:
-    """A shell-quoted ``docker run`` that starts the same container."""
+def docker_run_line(c: ContainerSpec, show_secrets: bool = False,
+                    conceal: Conceal | None = None) -> str:
+    """A shell-quoted ``docker run`` that starts the same container (secrets masked unless
+    ``show_secrets``)."""
     q = shlex.quote
     parts = ["docker", "run", "-d", "--name", q(c.name)]
     parts += ["--network", q(c.network_mode), "--ipc", q(c.ipc_mode)]
@@ -186,16 +216,16 @@ def docker_run_line(c: ContainerSpec, show_secrets: bool = False) -> str:
         parts += ["--ulimit", q(f"{name}={limit}")]
     for m in c.mounts:
         parts += ["-v", q(f"{m.source}:{m.target}" + (":ro" if m.read_only else ""))]
-    env = c.env if show_secrets else mask_env(c.env)
-    for k, v in env.items():
+    for k, v in c.shown_env(show_secrets, conceal).items():
         parts += ["-e", q(f"{k}={v}")]
     for k, v in c.labels.items():
         parts += ["--label", q(f"{k}={v}")]
-    if c.entrypoint:
-        parts += ["--entrypoint", q(c.entrypoint[0])]
+    entrypoint = c.shown_entrypoint(show_secrets, conceal)
+    if entrypoint:
+        parts += ["--entrypoint", q(entrypoint[0])]
     parts.append(q(c.image))
-    parts += [q(a) for a in c.entrypoint[1:]]
-    parts += [q(a) for a in c.command]
+    parts += [q(a) for a in entrypoint[1:]]
+    parts += [q(a) for a in c.shown_command(show_secrets, conceal)]
     return " ".join(parts)
 
 
@@ -259,6 +289,7 @@ def _container(recipe: Recipe, cluster: Cluster, node: Node, rank: int, port: in
         cap_add=list(node.docker.cap_add),
         ulimits=dict(node.docker.ulimits),
         labels=labels,
+        secrets=SecretRules(tuple(spec.secret_env), tuple(spec.secret_args)),
     )
 
 
@@ -285,13 +316,20 @@ UNHASHED_RANK_KEYS = frozenset({"serves_http"})
 of a running cluster the same when sparktui learns something new about its engine."""
 
 
-def plan_hash(plan_json: dict[str, Any]) -> str:
-    """Stable over everything that decides what runs; 12 hex digits are plenty to compare."""
+def hashed_text(plan_json: dict[str, Any]) -> str:
+    """The canonical JSON the plan hash is taken over: ranks (less their unhashed facts),
+    staging and boot, keys sorted, no spaces."""
     hashed = {k: plan_json[k] for k in ("ranks", "staging", "boot")}
     hashed["ranks"] = [{k: v for k, v in r.items() if k not in UNHASHED_RANK_KEYS}
                        for r in hashed["ranks"]]
-    canonical = json.dumps(hashed, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+    return json.dumps(hashed, sort_keys=True, separators=(",", ":"))
+
+
+def plan_hash(plan_json: dict[str, Any]) -> str:
+    """Stable over everything that decides what runs; 12 hex digits are plenty to compare.
+    ``plan_json`` carries secrets as keyed digests (``build_plan``), never in clear: the hash
+    sits on a container label, and a short secret hashed in clear is found by trying values."""
+    return hashlib.sha256(hashed_text(plan_json).encode()).hexdigest()[:12]
 
 
 def hosted_tp_ranks(node_rank: int, nodes: int, tp: int) -> list[int]:
@@ -299,8 +337,12 @@ def hosted_tp_ranks(node_rank: int, nodes: int, tp: int) -> list[int]:
     return [t for t in range(tp) if t * nodes // tp == node_rank]
 
 
-def build_plan(recipe: Recipe, cluster: Cluster) -> Plan:
-    """Resolve ``recipe`` on ``cluster``. The caller checks the cluster is large enough (lints)."""
+def build_plan(recipe: Recipe, cluster: Cluster, secret_key: bytes | None = None) -> Plan:
+    """Resolve ``recipe`` on ``cluster``. The caller checks the cluster is large enough (lints).
+
+    ``secret_key``: the cluster's plan key (``core.secrets.plan_key``). The hash covers each
+    secret value as an HMAC under it, so changing a secret changes the hash and the label does
+    not reveal it. Without a key (previews, tests) secrets do not count in the hash at all."""
     spec = recipe.spec
     world = spec.required_nodes
     rules = engine(spec.engine)
@@ -331,7 +373,7 @@ def build_plan(recipe: Recipe, cluster: Cluster) -> Plan:
         ranks=ranks, staging=staging, boot=_boot(recipe),
         distributed_backend=spec.distributed_backend,
     )
-    digest = plan_hash(plan.to_json(show_secrets=True))
+    digest = plan_hash(plan.to_json(conceal=keyed(secret_key) if secret_key else masked))
     for r in ranks:
         r.container.labels[LABEL_PLAN] = digest
     return Plan(**{**plan.__dict__, "plan_hash": digest})

@@ -23,8 +23,11 @@ from pydantic import (
 
 from sparktui.core import engines
 from sparktui.core.errors import Problem, RecipeError
+from sparktui.core.limits import MAX_NODES, MAX_TP
+from sparktui.core.names import NAME_RULE, is_safe
 from sparktui.core.patterns import compile_pattern
 from sparktui.core.placeholders import PLACEHOLDERS, names_in, walk_strings
+from sparktui.core.secrets import redact_problems, secret_path
 from sparktui.core.tomlsource import TomlSource, parse_toml, read_toml
 from sparktui.core.units import DURATION_PATTERN, SIZE_PATTERN, parse_duration, parse_size
 from sparktui.core.validation import StrictModel, problems_from, suggest
@@ -37,6 +40,8 @@ SUPPORTED_BACKENDS = ("mp",)
 """``distributed_backend`` values the launcher implements; ``ray`` parses but is refused."""
 
 HF_CACHE_IN_CONTAINER = "/root/.cache/huggingface"
+MAX_SLUG = 96
+"""A recipe's name (folder) becomes container names and run ids (``<slug>-<UTC time>``)."""
 
 
 def _size(value: Any) -> Any:
@@ -182,13 +187,18 @@ class RecipeSpec(StrictModel):
     model: str = Field(description="Served checkpoint, an HF repo id resolved in the HF cache")
     parent_model: str | None = None
     port: int | None = Field(default=None, ge=1, le=65535, description="API port on every rank")
-    required_nodes: int = Field(ge=1)
-    tensor_parallel_size: int = Field(ge=1)
+    required_nodes: int = Field(ge=1, le=MAX_NODES)
+    tensor_parallel_size: int = Field(ge=1, le=MAX_TP)
     distributed_backend: Literal["mp", "ray"] = "mp"
     shm_size: Size | None = None
     entrypoint: list[str] | None = None
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    secret_env: list[str] = Field(
+        default_factory=list, description="More env names whose values are masked (besides names "
+        "containing KEY, TOKEN, SECRET, PASSWORD, PASS, AUTH or CREDENTIAL)")
+    secret_args: list[str] = Field(
+        default_factory=list, description='Flags in args whose values are masked, e.g. "--api-key"')
     extra_mounts: list[Mount] = Field(default_factory=list)
     staging: list[StagingJob] = Field(default_factory=list)
     boot: Boot = Field(default_factory=Boot)
@@ -271,18 +281,25 @@ def _semantic_problems(spec: RecipeSpec, source: TomlSource) -> list[Problem]:
 
 
 def recipe_from_source(source: TomlSource, slug: str | None = None) -> Recipe:
-    """Validate parsed TOML; raises ``RecipeError`` listing every problem."""
+    """Validate parsed TOML; raises ``RecipeError`` listing every problem (secret values never
+    quoted)."""
     placeholders = _placeholder_problems(source)
     try:
         spec = RecipeSpec.model_validate(source.data)
     except ValidationError as exc:
-        problems = problems_from(exc, source, RecipeSpec) + placeholders
-        raise RecipeError(sorted(problems, key=_order)) from None
-    problems = sorted(placeholders + _semantic_problems(spec, source), key=_order)
-    if problems:
-        raise RecipeError(problems)
+        problems = problems_from(exc, source, RecipeSpec, secret_path(source.data)) + placeholders
+        raise RecipeError(redact_problems(sorted(problems, key=_order), source.data)) from None
     if slug is None:
         slug = _slug_for(source.path)
+    problems = sorted(placeholders + _semantic_problems(spec, source), key=_order)
+    if not is_safe(slug) or len(slug) > MAX_SLUG:
+        problems.insert(0, Problem(
+            f"the recipe's name {slug[:80]!r} (its folder, or its file name) names its containers "
+            f"and run folders: rename it to {NAME_RULE} characters"
+            + (f" (at most {MAX_SLUG} here)" if len(slug) > MAX_SLUG else ""),
+            code="name", file=source.display))
+    if problems:
+        raise RecipeError(redact_problems(problems, source.data))
     return Recipe(spec=spec, source=source, slug=slug)
 
 
@@ -312,6 +329,15 @@ def _slug_for(path: Path | None) -> str:
 
 def find_recipe(arg: str, recipes_dirs: list[Path]) -> Path:
     """A ``recipe.toml`` path, its folder, or a recipe name under one of ``recipes_dirs``."""
+    try:
+        return _find_recipe(arg, recipes_dirs)
+    except (OSError, RuntimeError) as exc:  # a name past the file-name limit; no home for ~
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise RecipeError([Problem(f"cannot look up {arg[:80]!r}{'...' if len(arg) > 80 else ''}: "
+                                   f"{why}", code="io", file="<command line>")]) from None
+
+
+def _find_recipe(arg: str, recipes_dirs: list[Path]) -> Path:
     p = Path(arg).expanduser()
     if p.is_dir():
         candidate = p / "recipe.toml"

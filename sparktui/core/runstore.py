@@ -23,7 +23,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from sparktui.core.names import check_name, child, is_safe
 from sparktui.core.plan import Plan
+from sparktui.core.secrets import Redactor
 
 MARKER = "--- sparktui: "
 
@@ -146,13 +148,16 @@ class Run:
     _cursors: dict[int, Cursor] | None = None  # the follower's copy, newer than the file
     _cursors_dirty: bool = False
     _cursors_saved: float = 0.0  # monotonic time of the last write
+    redactor: Redactor = field(default_factory=lambda: Redactor(()))  # the plan's secrets
 
     @property
     def plan_path(self) -> Path:
         return self.dir / "plan.json"
 
     def write_plan(self, plan: Plan) -> None:
-        """Secrets stay masked on disk."""
+        """Secrets stay masked on disk (env, args, the docker run line); from now on the plan's
+        secret values are masked in every event too."""
+        self.redactor = plan.redactor()
         _atomic_write(self.plan_path, json.dumps(plan.to_json(show_secrets=False), indent=2))
 
     def log(self, rank: int) -> RankLog:
@@ -161,7 +166,8 @@ class Run:
         return self._logs[rank]
 
     def event(self, kind: str, **data: Any) -> None:
-        record = {"ts": utc_now(), "kind": kind, **data}
+        """One line of events.jsonl; the plan's secret values are masked in every string."""
+        record = {"ts": utc_now(), "kind": kind, **self.redactor.data(data)}
         with (self.dir / "events.jsonl").open("a") as f:
             f.write(json.dumps(record, default=str) + "\n")
 
@@ -255,12 +261,15 @@ class Run:
 
 
 class RunStore:
-    """``<state>/runs/<id>/``; ids are ``<recipe slug>-<UTC time>`` so they sort by age."""
+    """``<state>/runs/<id>/``; ids are ``<recipe slug>-<UTC time>`` so they sort by age. An id
+    is a safe name (``core.names``) whose folder stays inside ``runs/``: ids also come from
+    container labels, which anyone who can start a container on a node can set."""
 
     def __init__(self, root: Path) -> None:
         self.root = root / "runs"
 
     def create(self, slug: str) -> Run:
+        check_name(slug, "recipe name")
         self.root.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         run_id = f"{slug}-{stamp}"
@@ -268,17 +277,20 @@ class RunStore:
         while (self.root / run_id).exists():
             n += 1
             run_id = f"{slug}-{stamp}-{n}"
-        (self.root / run_id).mkdir()
-        return Run(run_id, self.root / run_id)
+        folder = child(self.root, run_id, "run id")
+        folder.mkdir()
+        return Run(run_id, folder)
 
     def open(self, run_id: str) -> Run | None:
-        d = self.root / run_id
+        """The run's folder, if it exists; ``UnsafeName`` for an id that is no safe name or
+        whose folder leads outside ``runs/``."""
+        d = child(self.root, run_id, "run id")
         return Run(run_id, d) if d.is_dir() else None
 
     def latest(self, slug: str) -> Run | None:
         if not self.root.is_dir():
             return None
         runs = sorted(p.name for p in self.root.iterdir()
-                      if p.is_dir() and p.name.startswith(f"{slug}-") and
-                      p.name[len(slug) + 1:][:1].isdigit())
+                      if is_safe(p.name) and p.is_dir() and not p.is_symlink()
+                      and p.name.startswith(f"{slug}-") and p.name[len(slug) + 1:][:1].isdigit())
         return Run(runs[-1], self.root / runs[-1]) if runs else None

@@ -14,6 +14,7 @@ DEFAULT_INTERVAL = 2.0  # seconds between two samples of a node (console setting
 LOW_MEMORY = 8 * 2**30  # the head's MemAvailable below this stalls the whole TP group: warn
 
 SECTION = "---sparktui---"
+INVALID = "invalid-path"
 GPU_QUERY = "index,name,utilization.gpu,temperature.gpu,power.draw,memory.used,memory.total"
 
 # One fixed script; paths come after it as positional arguments ("$@"), never spliced in.
@@ -27,13 +28,24 @@ SAMPLE_SCRIPT = (
     "if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi --query-gpu=" + GPU_QUERY +
     " --format=csv,noheader,nounits 2>&1 || echo nvidia-smi-failed; else echo no-nvidia-smi; fi; "
     "echo " + SECTION + "; "
-    # per path: the free space of the nearest existing folder (a dst may not exist yet)
-    "for p in \"$@\"; do d=$p; while [ ! -e \"$d\" ] && [ \"$d\" != / ]; do d=${d%/*}; "
-    "d=${d:-/}; done; echo \"#\"; df -Pk \"$d\" 2>/dev/null; done; true"
+    # per path: the free space of the nearest existing folder (a dst may not exist yet). Only
+    # absolute paths are walked (each step cuts a "/..." off, so the walk ends at "/"); any
+    # other is answered "invalid" at once: "rel", "~/x" or "-P" once looped forever here. The
+    # path reaches df as an operand, after "--".
+    "for p in \"$@\"; do echo \"#\"; case $p in /*) ;; *) echo " + INVALID + "; continue;; esac; "
+    "d=$p; while [ ! -e \"$d\" ] && [ \"$d\" != / ]; do d=${d%/*}; d=${d:-/}; done; "
+    "df -Pk -- \"$d\" 2>/dev/null; done; true"
 )
 
 
 END = "---sparktui-end---"
+
+
+def valid_path(path: str) -> bool:
+    """A path the sampling script accepts: absolute. A relative one or ``~`` has no meaning in
+    a shell started by sshd (no expansion of a quoted operand), so it is refused before it is
+    sent and reported as invalid."""
+    return path.startswith("/")
 
 
 def sample_argv(paths: list[str]) -> list[str]:
@@ -169,6 +181,8 @@ def parse_df(text: str, paths: list[str]) -> list[DiskSample]:
     blocks = text.split("#\n")[1:]
     for path, block in zip(paths, blocks, strict=False):
         rows = block.strip().splitlines()
+        if rows == [INVALID]:
+            continue
         parts = rows[-1].split() if len(rows) > 1 else []
         if len(parts) >= 6 and parts[1].isdigit() and parts[3].isdigit():
             disks.append(DiskSample(path=path, free=int(parts[3]) * 1024, total=int(parts[1]) * 1024))

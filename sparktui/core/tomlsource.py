@@ -8,7 +8,9 @@ cannot find is simply not recorded.
 
 from __future__ import annotations
 
+import functools
 import re
+import stat
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,7 +22,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-from sparktui.core.errors import ConfigError, Problem, display_path
+from sparktui.core.errors import ConfigError, Problem, display_path, sentence
+from sparktui.core.limits import MAX_DEPTH, MAX_FILE_BYTES, data_problems, text_depth_line
 
 KeyPath = tuple[str | int, ...]
 
@@ -49,9 +52,9 @@ class TomlSource:
     path: Path | None = None
     positions: dict[KeyPath, tuple[int, int]] = field(default_factory=dict)
 
-    @property
+    @functools.cached_property
     def display(self) -> str | None:
-        return display_path(self.path)
+        return display_path(self.path)  # resolves the path: once, not once per problem
 
     def line_of(self, path: Sequence[str | int]) -> tuple[int | None, int | None]:
         """The line and column of ``path``, or of its nearest recorded ancestor."""
@@ -83,45 +86,117 @@ class TomlSource:
 
 
 def parse_toml(text: str, path: Path | None = None, error: type[ConfigError] = ConfigError) -> TomlSource:
-    """Parse ``text``; a syntax error becomes ``error`` naming the line and column."""
+    """Parse ``text``; a syntax error, a duplicate key or input past a limit (``core.limits``)
+    becomes ``error`` naming the line (and the key where there is one)."""
+    where = display_path(path)
+    if len(text) > MAX_FILE_BYTES:
+        raise error([Problem(f"{len(text):,} characters; a recipe or cluster file is at most "
+                             f"{MAX_FILE_BYTES // 1024} KiB", code="limit", file=where)])
+    text = text.removeprefix("\ufeff")  # a byte order mark some editors write
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        message = str(exc)
-        line = col = None
-        m = _SYNTAX_POS.search(message)
-        if m:
-            line, col = int(m.group(1)), int(m.group(2))
-            message = _SYNTAX_POS.sub("", message).strip()
-        raise error(
-            [Problem(f"TOML syntax error: {message}", line=line, column=col, code="syntax",
-                     file=display_path(path))]
-        ) from None
+        raise error([_syntax_problem(text, str(exc), where)]) from None
+    except RecursionError:
+        raise error([Problem(f"nested more than {MAX_DEPTH} levels deep; a recipe or cluster "
+                             "file needs at most a few", line=text_depth_line(text),
+                             code="limit", file=where)]) from None
+    except ValueError as exc:  # an integer of thousands of digits (int's own limit)
+        digits = _LONG_NUMBER.search(text)
+        line = text.count("\n", 0, digits.start()) + 1 if digits else None
+        raise error([Problem(f"a number sparktui cannot read: {sentence(exc)}", line=line,
+                             code="limit", file=where)]) from None
     source = TomlSource(data=data, text=text, path=path)
     try:
         source.positions = _Scanner(text).scan()
     except Exception:  # the scanner is best effort; a missing line is not worth a crash
         source.positions = {}
+    over = data_problems(data)
+    if over:
+        raise error([source.problem(key, message, code="limit") for key, message in over])
     return source
 
 
-def read_toml(path: Path, error: type[ConfigError] = ConfigError) -> TomlSource:
-    """Read and parse a TOML file; a missing or unreadable file is ``error``, not a traceback."""
+def _syntax_problem(text: str, message: str, where: str | None) -> Problem:
+    """tomllib's complaint with its position; a key set twice names the key and both lines."""
+    line = col = None
+    m = _SYNTAX_POS.search(message)
+    if m:
+        line, col = int(m.group(1)), int(m.group(2))
+        message = _SYNTAX_POS.sub("", message).strip()
+    elif message.endswith("(at end of document)"):
+        line = text.count("\n") + (0 if text.endswith("\n") else 1)
+        message = message.removesuffix("(at end of document)").strip() + " at the end of the file"
+    if line is not None and _DUPLICATE.search(message):
+        found = _duplicate(text, line)
+        if found is not None:
+            key, first, col = found
+            return Problem(f"set twice, on line {first} and again on line {line}; TOML allows "
+                           "each key once (remove one)", key=key, line=line,
+                           column=col, code="duplicate", file=where)
+    return Problem(f"TOML syntax error: {message}", line=line, column=col, code="syntax",
+                   file=where)
+
+
+_LONG_NUMBER = re.compile(r"[0-9_]{4000,}")
+_DUPLICATE = re.compile(r"Cannot overwrite a value|Cannot declare .* twice|Duplicate inline table key")
+
+
+def _duplicate(text: str, line: int) -> tuple[str, int, int] | None:
+    """The key defined on ``line`` that an earlier line already defined, that earlier line and
+    the key's column (tomllib says only "Cannot overwrite a value")."""
+    head = "\n".join(text.split("\n")[:line])
+    scanner = _Scanner(head)
     try:
-        raw = path.read_bytes()
+        scanner.scan()
+    except Exception:  # best effort, as for positions
+        return None
+    defined = scanner.defined
+    here = [(i, path, col) for i, (path, (at, col)) in enumerate(defined) if at == line]
+
+    def related(same: bool, deeper: bool, shallower: bool) -> tuple[str, int, int] | None:
+        for i, path, col in reversed(here):
+            for earlier, (first, _c) in defined[:i]:
+                n, m = len(path), len(earlier)
+                if (same and earlier == path) or (deeper and m > n and earlier[:n] == path) or (
+                        shallower and m < n and path[:m] == earlier and first != line):
+                    return format_key(path if m > n else earlier), first, col
+        return None
+
+    # the same key first; else a table whose key a dotted key already made (a.b = 1, then
+    # [a]); else a value that a later dotted key treats as a table (a = 1, then a.b = 2)
+    return related(True, False, False) or related(False, True, False) or \
+        related(False, False, True)
+
+
+def read_toml(path: Path, error: type[ConfigError] = ConfigError) -> TomlSource:
+    """Read and parse a TOML file; a missing, unreadable, oversized or non-UTF-8 file is
+    ``error``, not a traceback (nor a hang: a FIFO or a device is refused before it is read)."""
+    where = display_path(path)
+    try:
+        st = path.stat()
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError
+        if not stat.S_ISREG(st.st_mode):
+            raise error([Problem("not a regular file", code="io", file=where)])
+        if st.st_size > MAX_FILE_BYTES:
+            raise error([Problem(f"{st.st_size / 2**20:.1f} MiB; a recipe or cluster file is at "
+                                 f"most {MAX_FILE_BYTES // 1024} KiB", code="limit", file=where)])
+        with path.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
-        raise error([Problem("file not found", code="io", file=display_path(path))]) from None
+        raise error([Problem("file not found", code="io", file=where)]) from None
     except IsADirectoryError:
-        raise error([Problem("is a folder, not a TOML file", code="io",
-                             file=display_path(path))]) from None
+        raise error([Problem("is a folder, not a TOML file", code="io", file=where)]) from None
     except OSError as exc:
-        raise error([Problem(f"cannot read: {exc.strerror}", code="io",
-                             file=display_path(path))]) from None
+        raise error([Problem(f"cannot read: {exc.strerror or sentence(exc)}", code="io",
+                             file=where)]) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise error([Problem(f"not UTF-8 text (byte {exc.start})", code="io",
-                             file=display_path(path))]) from None
+        line = raw[:exc.start].count(b"\n") + 1
+        raise error([Problem(f"not UTF-8 text (byte {exc.start})", line=line, code="io",
+                             file=where)]) from None
     return parse_toml(text, path, error)
 
 
@@ -136,17 +211,19 @@ class _Scanner:
         self.line_start = 0
         self.out: dict[KeyPath, tuple[int, int]] = {}
         self.aot: dict[tuple[str, ...], int] = {}
+        self.defined: list[tuple[KeyPath, tuple[int, int]]] = []  # every key and header, in order
 
     # -- low level ---------------------------------------------------------------------
     def pos(self) -> tuple[int, int]:
         return (self.line, self.i - self.line_start + 1)
 
     def advance(self, k: int = 1) -> None:
-        for _ in range(k):
-            if self.i < self.n and self.s[self.i] == "\n":
-                self.line += 1
-                self.line_start = self.i + 1
-            self.i += 1
+        end = min(self.i + k, self.n)
+        newlines = self.s.count("\n", self.i, end)
+        if newlines:
+            self.line += newlines
+            self.line_start = self.s.rfind("\n", self.i, end) + 1
+        self.i += k
 
     def peek(self, k: int = 0) -> str:
         j = self.i + k
@@ -158,14 +235,13 @@ class _Scanner:
             if c in " \t\r" or (newlines and c == "\n"):
                 self.advance()
             elif c == "#":
-                while self.i < self.n and self.s[self.i] != "\n":
-                    self.advance()
+                self.skip_line()
             else:
                 break
 
     def skip_line(self) -> None:
-        while self.i < self.n and self.s[self.i] != "\n":
-            self.advance()
+        end = self.s.find("\n", self.i)
+        self.i = self.n if end < 0 else end  # no newline crossed: the line stays
 
     # -- tokens ------------------------------------------------------------------------
     def read_string(self) -> str:
@@ -185,6 +261,12 @@ class _Scanner:
                 self.advance()
             return value
         self.advance()
+        close = self.s.find(q, self.i)
+        stop = self.s.find("\n", self.i)
+        if close >= 0 and (stop < 0 or close < stop) and (q == "'" or "\\" not in self.s[self.i:close]):
+            value = self.s[self.i:close]  # the common case: no escape, on one line
+            self.i = close + 1
+            return value
         chars: list[str] = []
         while self.i < self.n and self.peek() != q and self.peek() != "\n":
             if q == '"' and self.peek() == "\\":
@@ -250,6 +332,7 @@ class _Scanner:
                     self.advance()
                     continue
                 self.out.setdefault((*path, *key), at)
+                self.defined.append(((*path, *key), at))
                 self.skip_ws()
                 if self.peek() == "=":
                     self.advance()
@@ -287,8 +370,11 @@ class _Scanner:
                     self.aot[t] = self.aot.get(t, -1) + 1
                     table = (*self.header_path(keys), self.aot[t])
                     self.out.setdefault(table[:-1], at)
+                    if self.aot[t] == 0:
+                        self.defined.append((table[:-1], at))
                 else:
                     table = self.header_path(keys)
+                    self.defined.append((table, at))
                 self.out.setdefault(table, at)
                 self.skip_line()
                 continue
@@ -298,6 +384,7 @@ class _Scanner:
                 continue
             full = (*table, *keys)
             self.out.setdefault(full, at)
+            self.defined.append((full, at))
             self.skip_ws()
             if self.peek() == "=":
                 self.advance()

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import re
 
+from sparktui.core.limits import MAX_BYTES, MAX_SECONDS
+
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b)?\s*$", re.IGNORECASE)
 SIZE_PATTERN = r"^\s*\d+(\.\d+)?\s*([kKmMgGtTpP]?)([iI]?[bB])?\s*$"
 
+MAX_UNIT_TEXT = 64
+"""A size or duration longer than this is no size or duration (``1h30m``, ``55G``)."""
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|h|m|s)", re.IGNORECASE)
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 DURATION_PATTERN = r"^\s*(\d+(\.\d+)?\s*(ms|h|m|s)\s*)+$"
@@ -23,15 +27,20 @@ def parse_size(text: str | int) -> int:
     if isinstance(text, int):
         if text < 0:
             raise ValueError(f"a size cannot be negative ({text})")
+        if text > MAX_BYTES:
+            raise ValueError(f"size {text} is beyond any disk (at most 1 EiB)")
         return text
-    m = _SIZE_RE.match(text)
+    m = _SIZE_RE.match(text) if len(text) <= MAX_UNIT_TEXT else None
     if not m:
         raise ValueError(
-            f"bad size {text!r}: write a number with an optional unit k, m, g, t or p "
+            f"bad size {text[:40]!r}: write a number with an optional unit k, m, g, t or p "
             "(binary, as docker reads them), for example 55G or 32gb"
         )
     number, unit, _suffix = m.groups()
-    return int(float(number) * _SIZE_UNITS[unit.lower()])
+    value = float(number) * _SIZE_UNITS[unit.lower()]  # inf for a number of hundreds of digits
+    if not value <= MAX_BYTES:
+        raise ValueError(f"size {text.strip()[:40]!r} is beyond any disk (at most 1 EiB)")
+    return int(value)
 
 
 def parse_duration(text: str | int | float) -> float:
@@ -39,16 +48,23 @@ def parse_duration(text: str | int | float) -> float:
     if isinstance(text, bool):
         raise ValueError(f"expected a duration such as 20m, got {text!r}")
     if isinstance(text, (int, float)):
-        if text <= 0:
+        if not text > 0:
             raise ValueError(f"a duration must be positive ({text})")
+        if not text <= MAX_SECONDS:
+            raise ValueError(f"duration {text} s is longer than 30 days")
         return float(text)
     stripped = text.strip()
+    if len(stripped) > MAX_UNIT_TEXT:  # the regex below is quadratic on a long run of digits
+        raise ValueError(f"bad duration {stripped[:20]!r}... ({len(stripped)} characters): write "
+                         "a number with a unit ms, s, m or h, for example 20m, 90s or 1h30m")
     if not stripped or _DURATION_RE.sub("", stripped).strip():
         raise ValueError(
             f"bad duration {text!r}: write a number with a unit ms, s, m or h, "
             "for example 20m, 90s or 1h30m"
         )
     total = sum(float(n) * _DURATION_UNITS[u.lower()] for n, u in _DURATION_RE.findall(stripped))
+    if not total <= MAX_SECONDS:
+        raise ValueError(f"duration {stripped[:40]!r} is longer than 30 days")
     if total <= 0:
         raise ValueError(f"a duration must be positive ({text!r})")
     return total

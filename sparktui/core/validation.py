@@ -5,11 +5,13 @@ from __future__ import annotations
 import difflib
 import inspect
 import types
+from collections.abc import Callable
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from sparktui.core.errors import Problem
+from sparktui.core.secrets import MASK
 from sparktui.core.tomlsource import KeyPath, TomlSource, format_key
 
 
@@ -101,8 +103,10 @@ def _data_path(data: Any, loc: tuple[str | int, ...], missing: bool) -> KeyPath:
     return tuple(out)
 
 
-def problems_from(exc: ValidationError, source: TomlSource, model: type[BaseModel]) -> list[Problem]:
-    """One problem per key path, in file order, with "did you mean" for misspelt keys."""
+def problems_from(exc: ValidationError, source: TomlSource, model: type[BaseModel],
+                  secret: Callable[[KeyPath], bool] | None = None) -> list[Problem]:
+    """One problem per key path, in file order, with "did you mean" for misspelt keys. A value
+    at a path ``secret`` says holds a secret is never quoted."""
     by_path: dict[KeyPath, Problem] = {}
     for err in exc.errors(include_url=False):
         kind = err["type"]
@@ -133,8 +137,19 @@ def problems_from(exc: ValidationError, source: TomlSource, model: type[BaseMode
             msg = str(err["msg"])
         if path in by_path:
             continue  # one sentence per key: the first union member's complaint is enough
+        if secret is not None and secret(path):
+            msg = _hide(msg, err.get("input"), kind)
         by_path[path] = source.problem(path, msg)
     return sorted(by_path.values(), key=lambda p: (p.line or 0, p.column or 0, p.key or ""))
+
+
+def _hide(msg: str, value: Any, kind: str) -> str:
+    """``msg`` without the secret ``value`` it may quote."""
+    if kind in _EXPECTED:
+        return f"expected {_EXPECTED[kind]}, found {toml_type(value)} (a secret: value not shown)"
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
+        msg = msg.replace(repr(value), MASK).replace(str(value), MASK)
+    return msg
 
 
 __all__ = ["StrictModel", "format_key", "known_keys", "problems_from", "suggest", "toml_type"]

@@ -252,7 +252,7 @@ def test_health_interval_from_the_cluster_file_then_config_then_10s(tmp_path: Pa
     from sparktui.core.errors import ClusterError
     from sparktui.ui.settings import load_settings
 
-    nodes = '[[nodes]]\nname = "a"\nhost = "a.lan"\n'
+    nodes = '[[nodes]]\nname = "a"\nhost = "a.lan"\nhf_cache = "/hf"\n'
     path = tmp_path / "cluster.toml"
     assert load_cluster_text(f'name = "c"\n[health]\ninterval = "30s"\n{nodes}').health_interval == 30
     assert load_cluster_text(f'name = "c"\n{nodes}').probe_interval == 10

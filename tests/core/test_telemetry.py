@@ -4,15 +4,18 @@ GB10 as its owners report it) and on a host without nvidia-smi."""
 from __future__ import annotations
 
 import subprocess
+import time
 
 import pytest
 
 from sparktui.core.telemetry import (
+    INVALID,
     SECTION,
     parse_gpus,
     parse_meminfo,
     parse_sample,
     sample_argv,
+    valid_path,
 )
 from tests.conftest import DATA
 
@@ -95,3 +98,16 @@ def test_hostile_path_is_an_argument_not_code(tmp_path) -> None:  # type: ignore
     out = subprocess.run(sample_argv([evil]), capture_output=True, text=True, cwd=tmp_path).stdout
     assert not (tmp_path / "pwned").exists() and not (tmp_path / "pwned2").exists()
     assert parse_sample(out, [evil]).disks[0].path == evil
+
+
+def test_relative_tilde_and_option_paths_end_at_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Each used to loop forever on the node (the parent walk never reached "/"): now each is
+    answered "invalid" at once, and absolute paths still walk up to an existing folder."""
+    paths = ["relative/dst", "~/dst", "-P", "", str(tmp_path / "not" / "yet")]
+    started = time.monotonic()
+    out = subprocess.run(sample_argv(paths), capture_output=True, text=True, timeout=5, cwd=tmp_path,
+                         env={"PATH": "/usr/bin:/bin"}).stdout
+    assert time.monotonic() - started < 2
+    assert out.count(INVALID) == 4
+    assert [d.path for d in parse_sample(out, paths).disks] == [str(tmp_path / "not" / "yet")]
+    assert not valid_path("~/x") and not valid_path("-P") and valid_path("/x")

@@ -209,7 +209,8 @@ def test_full_disk_mid_pack_then_rerun(tmp_path: Path) -> None:
     total = sum(len(ckpt.expected(layer, r, 4)) for layer in (1, 14) for r in range(4))
     dst = tmp_path / "small"
     dst.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={total * 2}", "tmpfs", str(dst)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={total * 2},mode=0755", "tmpfs", str(dst)],
+                   check=True)
     try:
         proc = subprocess.Popen([PYTHON, "-I", str(AGENT), json.dumps(job(ckpt, dst))],
                                 stdout=subprocess.PIPE, text=True)

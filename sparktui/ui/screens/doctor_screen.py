@@ -1,4 +1,6 @@
-"""Doctor's findings: every node's preflight, passed, warned or failed with a sentence."""
+"""Doctor's findings: every node's preflight, passed, warned or failed with a sentence. When the
+image is missing on a node or differs across nodes, ``s`` copies it (the main screen's image
+sync job; a line per node here while it runs, then the doctor runs again)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, LoadingIndicator, Static
 
 from sparktui.backend.doctor import Finding
+from sparktui.backend.events import ImageSyncProgress
+from sparktui.backend.imagesync import SyncReport, progress_sentence
 from sparktui.ui.colors import theme_colors
 from sparktui.ui.screens.dialog import Dialog
 
@@ -20,24 +24,75 @@ MARKS = {"passed": ("✓", "success"), "warned": ("!", "warning"), "failed": ("�
 
 
 class DoctorScreen(Dialog[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,d", "dismiss", "close", id="doctor-close")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,d", "dismiss", "close", id="doctor-close"),
+        Binding("s", "sync", "sync image", id="doctor-sync"),
+    ]
 
-    def __init__(self, title: str, run: Callable[[], Awaitable[list[Finding]]]) -> None:
+    def __init__(self, title: str, run: Callable[[], Awaitable[list[Finding]]],
+                 sync: Callable[[Callable[[SyncReport | None], None]], bool] | None = None) -> None:
+        """``sync(done)`` starts the image sync (False when it cannot start now) and calls
+        ``done`` with its report; None where there is nothing to copy (the local cluster)."""
         super().__init__()
         self.title_text = title
         self.run_doctor = run
+        self.sync = sync
         self.findings: list[Finding] | None = None
+        self.syncing = False
+        self.sync_lines: dict[str, str] = {}
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog") as dialog:
             dialog.border_title = self.title_text
             dialog.border_subtitle = "esc close"
             yield Static("Checking every node at once…", id="doctor-status")
+            yield Static(id="doctor-sync")
             yield LoadingIndicator()
             yield DataTable(id="doctor-table", cursor_type="row")
 
     def on_mount(self) -> None:
         self.query_one(DataTable).display = False
+        self.query_one("#doctor-sync").display = False
+        self._run()
+
+    @property
+    def image_differs(self) -> bool:
+        """Doctor found the image missing on a node or another build on one."""
+        return any(f.check in ("image", "same image") and f.verdict == "failed"
+                   for f in self.findings or [])
+
+    def _subtitle(self) -> None:
+        can_sync = self.sync is not None and self.image_differs and not self.syncing
+        self.query_one("#dialog").border_subtitle = "s sync image · esc close" if can_sync else "esc close"
+
+    def action_sync(self) -> None:
+        if self.sync is None or not self.image_differs or self.syncing:
+            return
+        if not self.sync(self.sync_finished):
+            return  # another action runs: the main screen said so
+        self.syncing = True
+        self.sync_lines.clear()
+        lines = self.query_one("#doctor-sync", Static)
+        lines.display = True
+        lines.update(Text("Copying the image to the nodes that lack it or hold another build…"))
+        self._subtitle()
+
+    def sync_progress(self, p: ImageSyncProgress) -> None:
+        """A line per node, as the sync's events arrive (routed here by the main screen)."""
+        self.sync_lines[p.node] = progress_sentence(p)
+        self.query_one("#doctor-sync", Static).update(Text("\n".join(self.sync_lines.values())))
+
+    def sync_finished(self, report: SyncReport | None) -> None:
+        """The sync ended (None: it failed as a whole; the main screen said why): doctor again."""
+        self.syncing = False
+        if not self.is_attached:
+            return
+        if report is None:
+            self.sync_lines["sync"] = "the image sync failed (see the notification)"
+            self.query_one("#doctor-sync", Static).update(Text("\n".join(self.sync_lines.values())))
+        self.query_one(LoadingIndicator).display = True
+        self.query_one(DataTable).display = False
+        self.query_one("#doctor-status", Static).update("Checking every node again…")
         self._run()
 
     @work(exclusive=True)
@@ -56,6 +111,7 @@ class DoctorScreen(Dialog[None]):
         self.findings = findings
         self.query_one(LoadingIndicator).display = False
         table = self.query_one(DataTable)
+        table.clear(columns=True)
         table.display = True
         node_w = max([4, *(len(f.node) for f in findings)])
         check_w = max([5, *(len(f.check) for f in findings)])
@@ -69,6 +125,9 @@ class DoctorScreen(Dialog[None]):
             table.add_row(Text(f.node), Text(f.check), Text(mark, f"bold {v.get(color, '')}".strip()),
                           Text(f.sentence), height=None)
         counts = {k: sum(1 for f in findings if f.verdict == k) for k in MARKS}
+        hint = " · s copies the image to the nodes that lack it" if self.sync is not None and \
+            self.image_differs else ""
         self.query_one("#doctor-status", Static).update(
-            f"{counts['passed']} passed · {counts['warned']} warned · {counts['failed']} failed")
+            f"{counts['passed']} passed · {counts['warned']} warned · {counts['failed']} failed{hint}")
+        self._subtitle()
         table.focus()

@@ -12,6 +12,7 @@ from textual import work
 from textual.reactive import reactive
 from textual.screen import Screen
 
+from sparktui.backend.imagesync import ImageMismatch, SyncReport, short
 from sparktui.core.errors import sentence
 from sparktui.ui.console_state import ConsoleState
 from sparktui.ui.options import ConsoleOptions
@@ -41,15 +42,17 @@ class Jobs(Screen[None]):
             self.notify("Open a recipe first (Recipes: ↑↓ then enter)", severity="warning", markup=False)
         return self.session
 
-    def _start(self, name: str, job: Callable[[], Awaitable[None]]) -> None:
+    def _start(self, name: str, job: Callable[[], Awaitable[None]]) -> bool:
+        """Run ``job`` unless another action runs; False (and a toast saying why) when not."""
         if self.busy:
             self.notify(f"{self.busy} is still running", severity="warning", markup=False)
-            return
+            return False
         if not self.options.live:
             self.notify(f"{name}: this console does not drive a cluster", severity="warning", markup=False)
-            return
+            return False
         self.busy = name
         self._run_job(name, job)
+        return True
 
     @work(group="actions", exit_on_error=False)
     async def _run_job(self, name: str, job: Callable[[], Awaitable[None]]) -> None:
@@ -73,7 +76,11 @@ class Jobs(Screen[None]):
                 self.report("error", f"node {node} unreachable: {reason}")
             if unreachable:
                 return
-            await session.orch.up()
+            try:
+                await session.orch.up()
+            except ImageMismatch as exc:
+                self.report("error", f"up: {exc} (here: d, then s)")
+                return
             session.attached = True
             if not session.orch.failures():
                 self.report("info", f"{session.slug}: launched {session.world} rank(s)")
@@ -106,6 +113,27 @@ class Jobs(Screen[None]):
             result = await session.orch.smoke()
             self.report("info", f"smoke ok: {result.sentence()}")
         self._start("smoke", smoke)
+
+    def image_sync(self, session: Session, done: Callable[[SyncReport | None], None]) -> bool:
+        """Copy the recipe's image to the nodes that lack it or hold another build (the doctor's
+        sync key); ``done`` gets the report (None when the sync itself failed). False when
+        another action runs."""
+        async def sync() -> None:
+            try:
+                await session.orch.connect()
+                report = await session.orch.image_sync()
+            except BaseException:
+                done(None)
+                raise
+            done(report)
+            for r in report.results:
+                if r.action == "failed":
+                    self.report("error", f"image sync: {r.node}: {r.error}")
+            if report.ok:
+                where = ", ".join(report.copied) or "no node (every node had it)"
+                self.report("info", f"image sync: copied to {where}; every node has "
+                                    f"{report.image} {short(report.source_id)}")
+        return self._start("image sync", sync)
 
     async def restart_rank(self, session: Session, rank: int) -> None:
         await session.orch.restart(rank)

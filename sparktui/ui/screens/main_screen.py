@@ -20,6 +20,7 @@ from textual.widgets import DataTable, Footer
 from sparktui.backend.events import (
     ChecksChanged,
     Event,
+    ImageSyncProgress,
     LogBatch,
     NodeChanged,
     NodeTelemetry,
@@ -47,7 +48,7 @@ from sparktui.ui.screens.jobs import Jobs
 from sparktui.ui.screens.log_keys import LogKeys
 from sparktui.ui.screens.plan_screen import PlanScreen
 from sparktui.ui.screens.restart_screen import RestartChoice, RestartScreen
-from sparktui.ui.session import Session
+from sparktui.ui.session import Session, secret_key
 from sparktui.ui.settings import save_state
 from sparktui.ui.widgets.checks_panel import ChecksPanel
 from sparktui.ui.widgets.log_panel import LogPanel
@@ -60,6 +61,7 @@ from sparktui.ui.widgets.staging_panel import StagingPanel
 
 if TYPE_CHECKING:
     from sparktui.backend.doctor import Finding
+    from sparktui.backend.imagesync import SyncReport
     from sparktui.core.runstore import Run
 
 NARROW = 110  # below this many columns: fewer rank columns, no recipe pane, a compact footer
@@ -89,6 +91,7 @@ class MainScreen(LogKeys, Jobs):
             RunStarted: self._run_started, ChecksChanged: self._checks_changed,  # type: ignore[dict-item]
             NodeChanged: self._node_changed, NodeTelemetry: self._node_sampled,  # type: ignore[dict-item]
             Notice: self._notice, StagingProgress: self._staging,  # type: ignore[dict-item]
+            ImageSyncProgress: self._image_sync,  # type: ignore[dict-item]
         }
 
     # -- layout ---------------------------------------------------------------------------------
@@ -363,6 +366,12 @@ class MainScreen(LogKeys, Jobs):
     def _notice(self, event: Notice) -> None:
         self.report(event.level, event.text)
 
+    def _image_sync(self, p: ImageSyncProgress) -> None:
+        """A line per node in the doctor, while it is open (the job toasts the outcome)."""
+        screen = self.app.screen
+        if isinstance(screen, DoctorScreen):
+            screen.sync_progress(p)
+
     def _staging(self, p: StagingProgress) -> None:
         session = self.session
         assert session is not None
@@ -459,8 +468,11 @@ class MainScreen(LogKeys, Jobs):
 
         async def run() -> list[Finding]:
             return await session.orch.doctor() if live else []
+        def sync(done: Callable[[SyncReport | None], None]) -> bool:
+            return self.image_sync(session, done)
         title = f"doctor · {session.slug} on {session.plan.cluster_name}"
-        self.app.push_screen(DoctorScreen(title, run))
+        self.app.push_screen(DoctorScreen(title, run, sync if live and not session.plan.cluster_local
+                                          else None))
 
     def action_plan(self) -> None:
         info = self.info(self.highlighted) or (self.session.info if self.session else None)
@@ -473,7 +485,7 @@ class MainScreen(LogKeys, Jobs):
                         markup=False)
             return
         plan = self.session.plan if self.session and self.session.info is info else \
-            build_plan(info.recipe, info.cluster)
+            build_plan(info.recipe, info.cluster, secret_key(self.options.state_root, info.cluster))
         self.app.push_screen(PlanScreen(plan, len(info.recipe.spec.args)))
 
     def action_add_check(self) -> None:

@@ -1,4 +1,5 @@
-"""The plan, per rank: container, command, env (secrets masked), mounts and the ``docker run``."""
+"""The plan, per rank: container, command, env (secrets masked), mounts and the ``docker run``.
+Every value is outside text: ``Text``, never markup (a cell holding ``[/]`` shows as it is)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static, TabbedContent, TabPane
 
 from sparktui.core.plan import Plan, RankPlan
-from sparktui.core.secrets import mask_env
 from sparktui.ui.colors import theme_colors
 from sparktui.ui.screens.dialog import Dialog
 
@@ -38,29 +38,31 @@ def rank_view(plan: Plan, rank: RankPlan, recipe_args: int, muted: str) -> Rende
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style=muted, no_wrap=True)
     grid.add_column(overflow="fold")
-    grid.add_row("rank", f"{rank.rank} of {plan.world} · node {rank.node} ({rank.host}) · port {rank.port}")
-    grid.add_row("container", c.name)
-    grid.add_row("image", c.image)
-    grid.add_row("entrypoint", " ".join(c.entrypoint) or "(image default)")
-    own = Text("\n".join(_flag_lines(c.command[:recipe_args])))
-    appended = _flag_lines(c.command[recipe_args:])
+    grid.add_row("rank", Text(f"{rank.rank} of {plan.world} · node {rank.node} ({rank.host}) · "
+                              f"port {rank.port}"))
+    grid.add_row("container", Text(c.name))
+    grid.add_row("image", Text(c.image))
+    grid.add_row("entrypoint", Text(" ".join(c.shown_entrypoint()) or "(image default)"))
+    command = c.shown_command()
+    own = Text("\n".join(_flag_lines(command[:recipe_args])))
+    appended = _flag_lines(command[recipe_args:])
     if appended:
         own.append(("\n" if own else "") + "appended by the launcher:\n", f"italic {muted}".strip())
         own.append("\n".join(appended))
     grid.add_row("command", own)
-    env = mask_env(c.env)
-    grid.add_row("env", "\n".join(f"{k}={v}" for k, v in env.items()) or "-")
-    grid.add_row("mounts", "\n".join(f"{m.source} → {m.target}{' (ro)' if m.read_only else ''}"
-                                     for m in c.mounts) or "-")
-    grid.add_row("shm", c.shm_size or "-")
-    grid.add_row("network", f"{c.network_mode} · ipc {c.ipc_mode} · gpus {c.gpus}")
+    env = c.shown_env()
+    grid.add_row("env", Text("\n".join(f"{k}={v}" for k, v in env.items()) or "-"))
+    grid.add_row("mounts", Text("\n".join(f"{m.source} → {m.target}{' (ro)' if m.read_only else ''}"
+                                          for m in c.mounts) or "-"))
+    grid.add_row("shm", Text(c.shm_size or "-"))
+    grid.add_row("network", Text(f"{c.network_mode} · ipc {c.ipc_mode} · gpus {c.gpus}"))
     if c.devices:
-        grid.add_row("devices", " ".join(c.devices))
+        grid.add_row("devices", Text(" ".join(c.devices)))
     if c.cap_add:
-        grid.add_row("cap_add", " ".join(c.cap_add))
+        grid.add_row("cap_add", Text(" ".join(c.cap_add)))
     if c.ulimits:
-        grid.add_row("ulimits", " ".join(f"{k}={v}" for k, v in c.ulimits.items()))
-    grid.add_row("labels", "\n".join(f"{k}={v}" for k, v in c.labels.items()))
+        grid.add_row("ulimits", Text(" ".join(f"{k}={v}" for k, v in c.ulimits.items())))
+    grid.add_row("labels", Text("\n".join(f"{k}={v}" for k, v in c.labels.items())))
     run = Text(rank.docker_run(show_secrets=False), overflow="fold")
     return Group(grid, Text(""), Text("docker run", f"bold {muted}".strip()), run)
 
