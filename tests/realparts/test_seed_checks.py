@@ -21,15 +21,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 
 from sparktui.core.patterns import WILDCARD, compile_pattern
+from sparktui.core.plan import LABEL_RECIPE
 from sparktui.core.recipe import load_recipe
 from sparktui.ui.app import SparkApp
 from sparktui.ui.options import ConsoleOptions
+from sparktui.ui.screens.confirm_screen import ConfirmScreen
 from tests.conftest import ROOT, SEED
 from tests.realparts.conftest import IMAGE
 from tests.staging.ckpt import make_checkpoint
+from tests.ui import fuzz, reopen
 from tests.ui.conftest import wait_for
 
 pytestmark = pytest.mark.realparts
@@ -96,6 +100,10 @@ def cli(testbed: Any, recipe: Path, state: Path) -> Iterator[Cli]:
     run("down")
 
 
+SEED_FUZZ = 31  # the seed of the key sequence (a failure prints it and the steps)
+SEED_FUZZ_STEPS = 150
+
+
 def named(text: str) -> bool:
     """Whether ``text`` names the EXTRA check: kind, ranks, pattern and where it failed."""
     flat = " ".join(text.split())  # a table may wrap it
@@ -152,3 +160,75 @@ async def test_console_checks_panel_shows_it_failed(cli: Cli, testbed: Any, reci
         assert [str(panel.get_cell(str(extra.id), f"r{r}")) for r in range(4)] == ["✗"] * 4
         assert str(panel.get_cell(str(extra.id), "all")) == "✗"
         await pilot.press("q")
+
+
+async def test_console_reopens_the_seed_with_its_ranks_running(cli: Cli, testbed: Any, recipe: Path,
+                                                                state: Path) -> None:
+    """The crash an operator met: the seed open (attached, ranks running) and chosen again from
+    the palette and from the recipe list. Nothing is remounted; the grep and the log view stay."""
+    assert [r["state"] for r in json.loads(cli("status", "--json").stdout)["ranks"]] == ["ready"] * 4
+    options = ConsoleOptions([recipe.parent], Path(testbed.cluster_file),
+                             state_root=state / "sparktui", recipe=SLUG, remember=False,
+                             cursor_blink=False)
+    app = SparkApp(options)
+    async with app.run_test(size=(120, 40)) as pilot:
+        main = app.main_screen
+        await wait_for(pilot, main.ready.is_set, 30, "the seed to open on the test cluster")
+        await wait_for(pilot, lambda: reopen.opened(main, SLUG), 30, "the seed attached")
+        assert main.session is not None and main.session.attached
+        await fuzz.press(app, "slash")
+        await wait_for(pilot, lambda: main.logs.grep_input.has_focus, 5, "the grep input")
+        await fuzz.press(app, *"rank", "enter")
+        await wait_for(pilot, lambda: main.logs.line_filter.text == "rank", 5, "the grep")
+        await fuzz.press(app, "3")  # rank 2's log only
+        await wait_for(pilot, lambda: main.logs.shown == 2, 5, "rank 2's log")
+        before = reopen.view(main)
+        staging_rows = list(main.staging.children)
+        for _ in range(2):
+            await reopen.palette_open(pilot, SLUG)
+            assert reopen.view(main) == before
+            await reopen.list_open(pilot, main, SLUG)
+            assert reopen.view(main) == before
+        assert app.screen is main and app._exception is None
+        assert list(main.staging.children) == staging_rows  # not remounted
+        assert all(main.state.has_container(r) for r in range(4))
+    after = json.loads(cli("status", "--json").stdout)
+    assert [r["state"] for r in after["ranks"]] == ["ready"] * 4  # the console left them running
+
+
+async def test_console_fuzz_on_the_seed(cli: Cli, testbed: Any, recipe: Path, state: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The console fuzz with the seed on the test cluster (reopening it, downing, restarting and
+    relaunching it over SSH among the keys): no exception escapes; ``x`` + ``y`` leaves no
+    container on any node. Last in this module: it may take the seed down."""
+    options = ConsoleOptions([recipe.parent], Path(testbed.cluster_file),
+                             state_root=state / "sparktui", recipe=SLUG, remember=False,
+                             cursor_blink=False)
+    app = fuzz.FuzzApp.made(options, monkeypatch)
+    async with app.run_test(size=(160, 48)) as pilot:
+        main = app.main_screen
+        await wait_for(pilot, main.ready.is_set, 30, "the seed to open on the test cluster")
+        played = await fuzz.run(pilot, SEED_FUZZ, SEED_FUZZ_STEPS, [SLUG])
+        for _ in range(4):
+            if app.screen is main:
+                break
+            await pilot.press("escape")
+            await pilot.pause(0.05)
+        await wait_for(pilot, lambda: main.busy is None, 120, "the last action to end")
+        assert main.session is not None
+        if any(main.state.has_container(r) for r in range(main.session.world)):
+            await pilot.press("x")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 5, "the down dialog")
+            await pilot.press("y")
+            await wait_for(pilot, lambda: main.busy is None, 60, "down")
+        assert app._exception is None
+    assert fuzz.keys_in(played) >= SEED_FUZZ_STEPS
+    status = json.loads(cli("status", "--json").stdout)
+    assert [r["container_id"] for r in status["ranks"]] == [None] * 4, status["ranks"]
+    for node in testbed.nodes:
+        client = docker.DockerClient(base_url=f"unix://{node.docker_socket}", timeout=30)
+        try:
+            left = client.containers.list(all=True, filters={"label": f"{LABEL_RECIPE}={SLUG}"})
+        finally:
+            client.close()
+        assert not left, (node.name, [c.name for c in left])

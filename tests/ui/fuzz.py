@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from textual import events
 from textual.app import App
 from textual.drivers.headless_driver import HeadlessDriver
@@ -23,7 +24,11 @@ from textual.geometry import Size
 from textual.keys import REPLACED_KEYS, _character_to_key, _get_unicode_name_from_key
 from textual.pilot import Pilot
 
+from sparktui.ui import app as app_module
+from sparktui.ui.app import SparkApp
 from sparktui.ui.keys import ALL_KEYS
+from sparktui.ui.options import ConsoleOptions
+from sparktui.ui.screens.main_screen import MainScreen
 
 QUIT = {"quit"}  # quitting ends the run: not drawn (the palette's quit is counted, not run)
 GREPS = ("tick", "!tick", "rendezvous|ready", "(", "[", "", "!", "R0", "#running-req: 1[0-5],",
@@ -160,3 +165,25 @@ async def run(pilot: Pilot[None], seed: int, count: int, recipes: list[str],
             raise AssertionError(f"console fuzz seed {seed} failed at step {i} ({step}): {exc!r}\n"
                                  f"replay: {[str(s) for s in played]}") from exc
     return played
+
+
+class FuzzApp(SparkApp):
+    """Quitting ends a run on purpose: the fuzz counts it and plays on (the quit path and the
+    reattach after it are tested in test_console_reattach.py)."""
+
+    CSS_PATH = str(Path(app_module.__file__).parent / "app.tcss")  # resolved from this module otherwise
+    quits = 0
+
+    async def action_quit(self) -> None:
+        self.quits += 1
+
+    @classmethod
+    def made(cls, options: ConsoleOptions, monkeypatch: pytest.MonkeyPatch) -> FuzzApp:
+        """The app, with the main screen's ``q`` counted too instead of quitting."""
+        app = cls(options)
+
+        async def no_quit(screen: MainScreen) -> None:
+            app.quits += 1
+
+        monkeypatch.setattr(MainScreen, "action_quit", no_quit)
+        return app

@@ -22,11 +22,8 @@ import pytest
 
 from sparktui.config import state_dir
 from sparktui.core.runstore import MARKER
-from sparktui.ui import app as app_module
-from sparktui.ui.app import SparkApp
 from sparktui.ui.options import ConsoleOptions
 from sparktui.ui.screens.confirm_screen import ConfirmScreen
-from sparktui.ui.screens.main_screen import MainScreen
 from tests.conftest import RECIPES, ROOT
 from tests.ui import fuzz
 from tests.ui.conftest import wait_for
@@ -116,30 +113,15 @@ async def _dump_tasks_after(seconds: float, where: Path) -> None:
             task.print_stack(file=f)
 
 
-class FuzzApp(SparkApp):
-    """Quitting ends a run on purpose: the fuzz counts it and plays on (the quit path and the
-    reattach after it are tested in test_console_reattach.py)."""
-
-    CSS_PATH = Path(app_module.__file__).parent / "app.tcss"  # resolved from this module otherwise
-    quits = 0
-
-    async def action_quit(self) -> None:
-        self.quits += 1
-
-
 @pytest.mark.parametrize("seed", SEEDS)
 async def test_console_fuzz(seed: int, recipes: Path, tmp_path: Path,
                             monkeypatch: pytest.MonkeyPatch) -> None:
-    async def no_quit(screen: MainScreen) -> None:
-        app.quits += 1
-
-    monkeypatch.setattr(MainScreen, "action_quit", no_quit)
     names = ["fuzz-a", "fuzz-b", "fuzz-v"]
     already = set(_engines(names))  # another run's leftovers are not this seed's
     dump = asyncio.create_task(_dump_tasks_after(STEPS * 0.5 + 120, tmp_path / "tasks.txt"))
     options = ConsoleOptions([recipes], None, state_root=state_dir(), recipe="fuzz-a", remember=False,
                              cursor_blink=False)
-    app = FuzzApp(options)
+    app = fuzz.FuzzApp.made(options, monkeypatch)
     try:
         async with app.run_test(size=(160, 48)) as pilot:
             main = app.main_screen

@@ -6,46 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual.pilot import Pilot
-
 from sparktui.config import state_dir
 from sparktui.ui.app import SparkApp
 from sparktui.ui.options import ConsoleOptions
-from sparktui.ui.screens.main_screen import MainScreen
-from sparktui.ui.widgets.recipe_list import RecipeList
 from tests.conftest import RECIPES
-from tests.ui import fuzz
+from tests.ui import fuzz, reopen
 from tests.ui.conftest import wait_for
-
-
-async def _palette_open(pilot: Pilot[None], slug: str) -> None:
-    app = pilot.app
-    assert isinstance(app, SparkApp)
-    await fuzz.press(app, "ctrl+p")
-    await fuzz.press(app, *f"Recipe: {slug}")  # Pilot.press would wait for an idle app per key
-    await pilot.pause(0.8)  # the palette searches in a worker, in batches of 0.25 s
-    await fuzz.press(app, "enter")
-    await wait_for(pilot, lambda: app.screen is app.main_screen, 5, "the palette to close")
-    await pilot.pause(0.2)
-
-
-async def _list_open(pilot: Pilot[None], main: MainScreen, slug: str) -> None:
-    recipes = main.query_one(RecipeList)
-    recipes.focus()
-    recipes.highlighted = recipes.get_option_index(slug)
-    await fuzz.press(pilot.app, "enter")
-    await pilot.pause(0.3)
-
-
-def _opened(main: MainScreen, slug: str) -> bool:
-    """``slug`` is open and nothing is opening any more."""
-    opening = any(w.group == "session" and not w.is_finished for w in main.workers)
-    return not opening and main.session is not None and main.session.slug == slug
-
-
-def _view(main: MainScreen) -> tuple[object, ...]:
-    logs = main.logs
-    return (main.session, logs.line_filter.text, logs.shown, main.store.run_id)
 
 
 async def test_reopening_each_shipped_recipe_keeps_the_view(tmp_path: Path) -> None:
@@ -58,26 +24,26 @@ async def test_reopening_each_shipped_recipe_keeps_the_view(tmp_path: Path) -> N
         main = app.main_screen
         await wait_for(pilot, main.ready.is_set, 20, "the first recipe")
         for slug in slugs:
-            await _palette_open(pilot, slug)
-            await wait_for(pilot, lambda s=slug: _opened(main, s), 20, f"{slug} open")
+            await reopen.palette_open(pilot, slug)
+            await wait_for(pilot, lambda s=slug: reopen.opened(main, s), 20, f"{slug} open")
             await fuzz.press(app, "slash")
             await wait_for(pilot, lambda: main.logs.grep_input.has_focus, 5, "the grep input")
             await fuzz.press(app, *"rank", "enter")
             await wait_for(pilot, lambda: main.logs.line_filter.text == "rank", 5, "the grep")
             await fuzz.press(app, "2")  # rank 1's log only
             await wait_for(pilot, lambda: main.logs.shown == 1, 5, "rank 1's log")
-            before = _view(main)
+            before = reopen.view(main)
             assert before[1] == "rank" and before[2] == 1
-            await _palette_open(pilot, slug)  # the open one again: nothing changes
-            assert _view(main) == before, slug
-            await _list_open(pilot, main, slug)
-            assert _view(main) == before, slug
+            await reopen.palette_open(pilot, slug)  # the open one again: nothing changes
+            assert reopen.view(main) == before, slug
+            await reopen.list_open(pilot, main, slug)
+            assert reopen.view(main) == before, slug
             assert app.screen is main
             await fuzz.press(app, "escape")  # clears the grep for the next one
             await wait_for(pilot, lambda: not main.logs.line_filter.text, 5, "the grep cleared")
         # back and forth between two recipes that stage on the same nodes: rows re-mounted
         seed = "dsv41-flash-4x-mia"
         for slug in (seed, "demo-tp4", seed, seed):
-            await _palette_open(pilot, slug)
-            await wait_for(pilot, lambda s=slug: _opened(main, s), 20, f"{slug} open")
+            await reopen.palette_open(pilot, slug)
+            await wait_for(pilot, lambda s=slug: reopen.opened(main, s), 20, f"{slug} open")
         assert main.staging.display and len(main.staging.children) == 4

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from sparktui.backend.doctor import Finding
 from sparktui.ui.app import SparkApp
+from sparktui.ui.screens.doctor_screen import DoctorScreen
 from tests.ui import fuzz
 from tests.ui.conftest import wait_for
 
@@ -39,11 +41,16 @@ async def test_a_double_tap_closes_one_dialog(offline_app: Callable[..., SparkAp
     app = offline_app()
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_for(pilot, app.main_screen.ready.is_set, 10, "the recipe")
-        for keys in (("question_mark", "escape", "escape", "escape"), ("p", "p", "escape", "q"),
-                     ("e", "escape", "e", "escape", "escape")):
-            await fuzz.press(app, *keys)
+        for opener, screen, taps in (("question_mark", "HelpScreen", ("escape", "escape")),
+                                     ("p", "PlanScreen", ("q", "escape")),
+                                     ("p", "PlanScreen", ("p", "escape")),
+                                     ("e", "EventsScreen", ("escape", "escape"))):
+            await fuzz.press(app, opener)
+            await wait_for(pilot, lambda s=screen: _stack(app)[-1] == s, 5, screen)  # type: ignore[misc]
+            await pilot.pause(0.2)  # the dialog up and focused
+            await fuzz.press(app, *taps)  # the dialog's key, then one more before it is gone
             await asyncio.sleep(0.3)
-            assert _stack(app) == ["MainScreen"], keys
+            assert _stack(app) == ["MainScreen"], (opener, taps)
 
 
 async def test_ctrl_p_twice_opens_one_palette(offline_app: Callable[..., SparkApp]) -> None:
@@ -62,3 +69,29 @@ async def test_ctrl_p_twice_opens_one_palette(offline_app: Callable[..., SparkAp
         await wait_for(pilot, lambda: "CommandPalette" not in _stack(app), 5, "the palette closed")
         await fuzz.press(app, "escape")
         await wait_for(pilot, lambda: _stack(app) == ["MainScreen"], 5, "all closed")
+
+
+async def test_doctor_closed_before_its_findings(offline_app: Callable[..., SparkApp]) -> None:
+    """Seed 3 (300 steps, after image sync joined the doctor view): the doctor dismissed while
+    it still ran; its findings then arrived on a screen with no table (NoMatches). Here the
+    doctor's answer is held until the screen is gone."""
+    app = offline_app()
+    answer = asyncio.Event()
+
+    async def slow_doctor() -> list[Finding]:
+        await answer.wait()
+        return [Finding("node0", "ssh", "passed", "reachable")]
+
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_for(pilot, app.main_screen.ready.is_set, 10, "the recipe")
+        app.push_screen(DoctorScreen("doctor", slow_doctor))
+        await wait_for(pilot, lambda: _stack(app)[-1] == "DoctorScreen", 5, "the doctor")
+        screen = app.screen
+        await fuzz.press(app, "escape")
+        while screen.children:  # the answer comes while the screen is being taken down
+            await asyncio.sleep(0)
+        answer.set()
+        await wait_for(pilot, lambda: _stack(app) == ["MainScreen"], 5, "the doctor closed")
+        await pilot.pause(0.3)
+        assert app._exception is None
+        assert _stack(app) == ["MainScreen"]

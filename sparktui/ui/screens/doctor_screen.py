@@ -61,6 +61,11 @@ class DoctorScreen(Dialog[None]):
         return any(f.check in ("image", "same image") and f.verdict == "failed"
                    for f in self.findings or [])
 
+    @property
+    def closed(self) -> bool:
+        """Dismissed (or being removed) while the doctor ran: its findings go nowhere."""
+        return self._dismissed or not self.is_attached or not self.children
+
     def _subtitle(self) -> None:
         can_sync = self.sync is not None and self.image_differs and not self.syncing
         self.query_one("#dialog").border_subtitle = "s sync image · esc close" if can_sync else "esc close"
@@ -80,12 +85,14 @@ class DoctorScreen(Dialog[None]):
     def sync_progress(self, p: ImageSyncProgress) -> None:
         """A line per node, as the sync's events arrive (routed here by the main screen)."""
         self.sync_lines[p.node] = progress_sentence(p)
+        if self.closed:
+            return
         self.query_one("#doctor-sync", Static).update(Text("\n".join(self.sync_lines.values())))
 
     def sync_finished(self, report: SyncReport | None) -> None:
         """The sync ended (None: it failed as a whole; the main screen said why): doctor again."""
         self.syncing = False
-        if not self.is_attached:
+        if self.closed:
             return
         if report is None:
             self.sync_lines["sync"] = "the image sync failed (see the notification)"
@@ -100,7 +107,11 @@ class DoctorScreen(Dialog[None]):
         status = self.query_one("#doctor-status", Static)
         try:
             findings = await self.run_doctor()
+            if self.closed:
+                return
         except Exception as exc:  # the doctor itself failed: say so, keep the screen
+            if self.closed:
+                return
             error = theme_colors(self.app.theme_variables).get("error", "red")
             status.update(Text(f"doctor failed: {exc}", error))
             self.query_one(LoadingIndicator).display = False
