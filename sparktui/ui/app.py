@@ -11,6 +11,7 @@ from textual.screen import Screen
 from sparktui.ui.commands import SparkCommands
 from sparktui.ui.options import ConsoleOptions
 from sparktui.ui.screens.main_screen import MainScreen
+from sparktui.ui.screens.palette import Palette
 from sparktui.ui.settings import Settings, load_settings, load_state, save_state
 from sparktui.ui.themes import DEFAULT_THEME, LoadedThemes, load_themes, rank_color_defaults
 
@@ -76,10 +77,11 @@ class SparkApp(App[None]):
         return super().pop_screen()
 
     def action_command_palette(self) -> None:
-        """One palette at a time: ctrl+p pressed again while one is open or still closing would
-        push a second with the same id (Textual only checks the screen on top)."""
-        if not any(isinstance(screen, CommandPalette) for screen in self.screen_stack):
-            super().action_command_palette()
+        """One palette at a time, and no fixed id: Textual pushes its palette as
+        ``#--command-palette``, and ctrl+p just after one closed pushed a second while the
+        first, off the stack, still held that id (DuplicateIds). Open is known by class."""
+        if self.use_command_palette and not any(isinstance(s, CommandPalette) for s in self.screen_stack):
+            self.push_screen(Palette())
 
     async def action_quit(self) -> None:
         """Quit; the containers keep running and the next start reattaches."""

@@ -62,11 +62,11 @@ async def test_ctrl_p_twice_opens_one_palette(offline_app: Callable[..., SparkAp
         await fuzz.press(app, "p")
         await wait_for(pilot, lambda: _stack(app)[-1] == "PlanScreen", 5, "the plan")
         await fuzz.press(app, "ctrl+p", "ctrl+p", "ctrl+p")
-        await wait_for(pilot, lambda: "CommandPalette" in _stack(app), 5, "the palette")
+        await wait_for(pilot, lambda: "Palette" in _stack(app), 5, "the palette")
         await asyncio.sleep(0.3)
-        assert _stack(app).count("CommandPalette") == 1
+        assert _stack(app).count("Palette") == 1
         await fuzz.press(app, "escape")
-        await wait_for(pilot, lambda: "CommandPalette" not in _stack(app), 5, "the palette closed")
+        await wait_for(pilot, lambda: "Palette" not in _stack(app), 5, "the palette closed")
         await fuzz.press(app, "escape")
         await wait_for(pilot, lambda: _stack(app) == ["MainScreen"], 5, "all closed")
 
@@ -95,3 +95,39 @@ async def test_doctor_closed_before_its_findings(offline_app: Callable[..., Spar
         await pilot.pause(0.3)
         assert app._exception is None
         assert _stack(app) == ["MainScreen"]
+
+
+async def test_palette_reopened_while_it_closes(offline_app: Callable[..., SparkApp]) -> None:
+    """Seed 100 (2,000 steps): ctrl+p right after the palette closed pushed a second palette
+    while the first, off the stack, still held its id (DuplicateIds)."""
+    app = offline_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_for(pilot, app.main_screen.ready.is_set, 10, "the recipe")
+        for _ in range(5):
+            await fuzz.press(app, "ctrl+p")
+            await wait_for(pilot, lambda: _stack(app)[-1] == "Palette" and app.screen.is_mounted, 5,
+                           "the palette")
+            app.screen.dismiss()
+            app.action_command_palette()  # in the same turn: the old one is not gone yet
+            await wait_for(pilot, lambda: _stack(app)[-1] == "Palette", 5, "the palette again")
+            await pilot.pause(0.3)
+            assert app._exception is None
+            assert _stack(app).count("Palette") == 1
+            await fuzz.press(app, "escape")
+            await wait_for(pilot, lambda: _stack(app) == ["MainScreen"], 5, "the palette closed")
+
+
+async def test_palette_page_keys_before_it_is_laid_out(offline_app: Callable[..., SparkApp]) -> None:
+    """Seed 101 (2,000 steps): pagedown as the palette's results arrived, before the list had a
+    size: Textual's option list indexed lines it had not built (KeyError)."""
+    app = offline_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_for(pilot, app.main_screen.ready.is_set, 10, "the recipe")
+        for keys in (("pagedown",), ("r", "pagedown", "pageup"), ("t", "h", "pageup", "pagedown")):
+            await fuzz.press(app, "ctrl+p", *keys)
+            for _ in range(10):
+                await fuzz.press(app, "pagedown", "pageup")
+            await pilot.pause(0.3)
+            assert app._exception is None
+            await fuzz.press(app, "escape")
+            await wait_for(pilot, lambda: _stack(app) == ["MainScreen"], 5, "the palette closed")

@@ -1,0 +1,18 @@
+"""Textual's command palette, made safe against keys that arrive before it is laid out."""
+
+from __future__ import annotations
+
+from textual.command import CommandList, CommandPalette
+
+PAGE_MOVES = frozenset({"page_up", "page_down"})
+
+
+class Palette(CommandPalette):
+    """Page up/down pressed while the command list has options but no size yet (just opened,
+    results arriving) made Textual's ``OptionList`` index lines it had not built (KeyError).
+    Until the list is laid out a page move has no page to move by: it is ignored."""
+
+    def _action_command_list(self, action: str) -> None:
+        if action in PAGE_MOVES and not self.query_one(CommandList).scrollable_content_region.height:
+            return
+        super()._action_command_list(action)
