@@ -23,6 +23,7 @@ from typing import Any
 
 import docker
 import pytest
+from textual.widgets import Input
 
 from sparktui.core.patterns import WILDCARD, compile_pattern
 from sparktui.core.plan import LABEL_RECIPE
@@ -217,8 +218,10 @@ async def test_console_fuzz_on_the_seed(cli: Cli, testbed: Any, recipe: Path, st
         await wait_for(pilot, lambda: main.busy is None, 120, "the last action to end")
         assert main.session is not None
         if any(main.state.has_container(r) for r in range(main.session.world)):
+            if isinstance(app.focused, Input):  # a key typed last left the grep open
+                app.focused.blur()
             await pilot.press("x")
-            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 5, "the down dialog")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 15, "the down dialog")
             await pilot.press("y")
             await wait_for(pilot, lambda: main.busy is None, 60, "down")
         assert app._exception is None

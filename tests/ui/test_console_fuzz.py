@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from textual.widgets import Input
 
 from sparktui.config import state_dir
 from sparktui.core.runstore import MARKER
@@ -71,14 +72,18 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _engines(names: list[str]) -> list[str]:
-    """Demo engine processes of these recipes still alive (by their served model name)."""
+    """Demo engine processes of these recipes still alive, started by this test (its state
+    folder is in their environment: another run on the machine is not this one's)."""
+    mine = f"XDG_STATE_HOME={os.environ['XDG_STATE_HOME']}".encode()
     alive = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if "sparktui.demo.engine" in cmd and any(f"--served-model-name {n} " in cmd + " " for n in names):
+        if "sparktui.demo.engine" in cmd and any(f"--served-model-name {n} " in cmd + " " for n in names) \
+                and mine in environ:
             alive.append(f"{pid}: {cmd[:120]}")
     return alive
 
@@ -136,8 +141,10 @@ async def test_console_fuzz(seed: int, recipes: Path, tmp_path: Path,
                 await pilot.pause(0.05)
             await wait_for(pilot, lambda: main.busy is None, 60, "the last action to end")
             if main.session is not None and any(main.state.has_container(r) for r in range(main.session.world)):
+                if isinstance(app.focused, Input):  # a key typed last left the grep open
+                    app.focused.blur()
                 await pilot.press("x")
-                await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 5, "the down dialog")
+                await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 15, "the down dialog")
                 await pilot.press("y")
                 await wait_for(pilot, lambda: main.busy is None, 60, "down")
     finally:
