@@ -108,6 +108,13 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _sample(text: str) -> str:
+    """``--sample``: ``all`` or a count of windows (argparse says what is wrong, exit 2)."""
+    if text != "all" and not (text.isdigit() and int(text) <= 10**6):
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a count of windows nor 'all'")
+    return text
+
+
 def _cluster_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The verbs over the Orchestrator (``sparktui.cli.ops``)."""
     p = sub.add_parser("doctor", help="preflight every node (SSH, Docker, image, disk, port, NICs, GPUs)")
@@ -118,7 +125,9 @@ def _cluster_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     p = sub.add_parser("stage", help="place each rank's data on its node (all nodes at once)")
     _common(p)
     p.add_argument("--verify-only", action="store_true", help="report, write nothing (exit 1 if stale)")
-    p.add_argument("--sample", metavar="N|all", help="chunks to re-hash per packed file (default 8)")
+    p.add_argument("--sample", metavar="N|all", type=_sample,
+                   help="row windows to compare with the source per packed file, besides the first "
+                        "and the last (default 8); all: every chunk of both against the ledger")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=Verb("ops", "cmd_stage"))
 

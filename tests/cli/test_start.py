@@ -88,3 +88,12 @@ def test_every_verb_names_a_handler_that_exists() -> None:
         if isinstance(func, Verb):
             handler = getattr(importlib.import_module(f"sparktui.cli.{func.module}"), func.function)
             assert callable(handler), name
+
+
+def test_a_bad_sample_count_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from sparktui.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["stage", "demo-tp4", "--sample", "x"])
+    assert exc.value.code == 2
+    assert "--sample: 'x' is neither a count of windows nor 'all'" in capsys.readouterr().err
