@@ -1,13 +1,19 @@
 """Staging throughput against `cp` of the same bytes on the same filesystem, in one run.
 
 Generates an HF checkpoint (safetensors, blobs + snapshot symlinks) holding at least --gib GiB
-of engram rows in two layers (weight + scale, interleaved when packed), then measures:
+of engram rows in two layers (weight + scale, interleaved when packed), then measures, in
+--runs alternating rounds (median; each from a warm page cache, each ending in `sync`):
 
 - pack: the sparse-rows agent packing every rank of world 4 (the same process a node runs);
 - cp: `cp` of the checkpoint shards, the same byte volume, into the same filesystem;
-- verify: a second agent run (sampled verification, writes nothing), as a fraction of pack.
 
-    python bench/staging.py [--gib 2] [--dir /var/tmp]
+then verify: a later agent run (sampled verification, writes nothing), --runs times, as a
+fraction of pack: the whole process (interpreter start and compiling the agent included) and
+the agent's own time (its `done` event: scan, ledgers, the sampled windows).
+
+Targets (issue 13): pack >= 0.8x cp on a run where cp exceeds 900 MiB/s; verify <= 2 % of pack.
+
+    python bench/staging.py [--gib 2] [--dir /var/tmp] [--runs 5]
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -78,10 +85,10 @@ def sync() -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gib", type=float, default=2.0)
     ap.add_argument("--dir", default=None, help="filesystem to run on (default: the temp dir)")
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         base = Path(tmp)
@@ -99,6 +106,7 @@ def main() -> None:
             subprocess.run(["cp", *map(str, shards), str(base / "copied")], check=True)
             sync()
             cps.append(time.perf_counter() - t0)
+            shutil.rmtree(base / "copied")
             warm(shards)
             sync()
             t0 = time.perf_counter()
@@ -106,17 +114,28 @@ def main() -> None:
             sync()
             packs.append(time.perf_counter() - t0)
             assert result["event"] == "done", result
-        verify_s, result = agent(snap, base / "packed")
-        assert result["bytes_written"] == 0
+        verifies, own = [], []
+        for _ in range(args.runs):
+            verify_s, result = agent(snap, base / "packed")
+            assert result["bytes_written"] == 0 and {f["status"] for f in result["files"]} == {"verified"}
+            verifies.append(verify_s)
+            own.append(float(result["seconds"]))
         full_s, _ = agent(snap, base / "packed", sample="all")
-    pack_s, cp_s = min(packs), min(cps)
-    print(f"checkpoint: {engram / 2**30:.2f} GiB of engram rows (2 layers, world 4); "
-          f"cp volume {volume / 2**30:.2f} GiB; best of {args.runs}, each ending in sync")
-    print(f"pack:   {pack_s:.2f} s  {engram / pack_s / 2**20:.0f} MiB/s")
-    print(f"cp:     {cp_s:.2f} s  {volume / cp_s / 2**20:.0f} MiB/s")
-    print(f"ratio:  pack throughput = {(engram / pack_s) / (volume / cp_s):.2f} x cp   (target >= 0.8)")
-    print(f"verify: {verify_s:.2f} s = {100 * verify_s / pack_s:.1f} % of pack   (target < 5 %); "
-          f"every chunk: {full_s:.2f} s")
+    pack_s, cp_s = statistics.median(packs), statistics.median(cps)
+    verify_s, own_s = statistics.median(verifies), statistics.median(own)
+    cp_rate, ratio = volume / cp_s / 2**20, (engram / pack_s) / (volume / cp_s)
+    print(f"checkpoint: {engram / 2**30:.2f} GiB of engram rows (2 layers, world 4); cp volume "
+          f"{volume / 2**30:.2f} GiB; median of {args.runs}, each ending in sync; "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    print(f"pack:   {pack_s:.2f} s  {engram / pack_s / 2**20:.0f} MiB/s  (runs: "
+          f"{', '.join(f'{t:.2f}' for t in packs)})")
+    print(f"cp:     {cp_s:.2f} s  {cp_rate:.0f} MiB/s  (runs: {', '.join(f'{t:.2f}' for t in cps)})")
+    valid = "" if cp_rate > 900 else "; cp was under 900 MiB/s: not a run the target counts"
+    print(f"ratio:  pack throughput = {ratio:.2f} x cp   (target >= 0.8: "
+          f"{'met' if ratio >= 0.8 else 'MISSED'}{valid})")
+    print(f"verify: {verify_s * 1000:.0f} ms = {100 * verify_s / pack_s:.1f} % of pack, the whole process; "
+          f"the agent's own {own_s * 1000:.0f} ms = {100 * own_s / pack_s:.1f} %   (target <= 2 %); "
+          f"every chunk (--sample all): {full_s:.2f} s")
 
 
 if __name__ == "__main__":

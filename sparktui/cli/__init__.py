@@ -1,109 +1,39 @@
-"""``sparktui`` command line: every capability of the console, scriptable."""
+"""``sparktui`` command line: every capability of the console, scriptable.
+
+Every verb's arguments are declared here, with the standard library only; a verb's module (and
+with it pydantic, Rich, the backend, the docker SDK, asyncssh) is imported when that verb runs
+(``Verb``). ``sparktui --version``, ``--help`` and ``completion`` import nothing else, and
+``validate`` and ``plan`` only the recipe models: measured in ``bench/cli_start.py``."""
 
 from __future__ import annotations
 
 import argparse
 import functools
-import json
+import importlib
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from rich.console import Console
-
 from sparktui import __version__
-from sparktui.catalog import load_catalog
-from sparktui.cli import exits, render
-from sparktui.config import recipes_dirs, resolve_cluster, state_dir
-from sparktui.core.cluster import Cluster
-from sparktui.core.errors import ConfigError, Problem, SetupError, SparkError
-from sparktui.core.lints import errors, lint
-from sparktui.core.plan import Plan, build_plan
-from sparktui.core.recipe import Recipe, find_recipe, json_schema, load_recipe
-from sparktui.core.secrets import plan_key
-
-out = Console(highlight=False, soft_wrap=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+from sparktui.cli import exits
+from sparktui.core.errors import ConfigError, SetupError, SparkError
 
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _load(args: argparse.Namespace, recipe_arg: str) -> tuple[Recipe, Cluster, list[Problem]]:
-    path = find_recipe(recipe_arg, recipes_dirs(args.recipes))
-    recipe = load_recipe(path)
-    cluster = resolve_cluster(args.cluster, recipe.spec.required_nodes)
-    return recipe, cluster, lint(recipe, cluster)
+class Verb:
+    """A verb's handler, named by module and function and imported only when the verb runs:
+    building the parser must not import what the other verbs need (``sparktui.cli.ops``
+    brings in the backend: 0.2 s of asyncssh and the docker SDK)."""
 
+    def __init__(self, module: str, function: str) -> None:
+        self.module = module
+        self.function = function
 
-def load_plan(args: argparse.Namespace) -> tuple[Recipe, Cluster, Plan, list[Problem]]:
-    """Recipe, cluster and plan; lint errors raise so no command runs a broken recipe."""
-    recipe, cluster, found = _load(args, args.recipe)
-    if errors(found):
-        raise ConfigError(found)
-    return recipe, cluster, build_plan(recipe, cluster, secret_key(cluster)), found
-
-
-def secret_key(cluster: Cluster) -> bytes:
-    """The cluster's plan key from the state folder (made on first use), so the plan hash on a
-    container label covers secrets without revealing them."""
-    try:
-        return plan_key(state_dir(), cluster.name)
-    except OSError as exc:
-        raise SetupError(f"cannot use the plan key of cluster {cluster.name!r}: "
-                         f"{exc.strerror or exc}") from None
-
-
-def cmd_validate(args: argparse.Namespace) -> int:
-    status = 0
-    for arg in args.recipe:
-        try:
-            recipe, cluster, found = _load(args, arg)
-        except ConfigError as exc:
-            err.print(render.problems(exc.problems))
-            status = 1
-            continue
-        if found:
-            err.print(render.problems(found))
-        n_err = len(errors(found))
-        n_warn = len(found) - n_err
-        where = recipe.source.display or arg
-        if n_err:
-            status = 1
-            err.print(render.plain(("✗", "red"), f" {where}: {n_err} error(s), {n_warn} warning(s)"))
-        else:
-            note = f", {n_warn} warning(s)" if n_warn else ""
-            out.print(render.plain(("✓", "green"), f" {where}: valid for cluster {cluster.name!r}"
-                                   f" ({recipe.spec.required_nodes} of {len(cluster.nodes)} nodes)"
-                                   f"{note}"), soft_wrap=True)
-    return status
-
-
-def cmd_plan(args: argparse.Namespace) -> int:
-    recipe, _cluster, plan, found = load_plan(args)
-    if found:
-        err.print(render.problems(found))
-    if args.json:
-        print(json.dumps(plan.to_json(show_secrets=args.show_secrets), indent=2))
-    else:
-        out.print(render.plan_view(plan, show_secrets=args.show_secrets, only_rank=args.rank,
-                                   appended_from=len(recipe.spec.args)))
-    return 0
-
-
-def cmd_overview(args: argparse.Namespace) -> int:
-    """What sparktui sees here: recipes found and the cluster each would run on."""
-    dirs = recipes_dirs(args.recipes)
-    out.print(render.plain((f"sparktui {__version__}", "b"), " · recipes from ",
-                           ", ".join(str(d) for d in dirs) or "(none found)"), soft_wrap=True)
-    for info in load_catalog(dirs, args.cluster):
-        out.print(render.catalog_line(info), soft_wrap=True)
-    out.print("\nTry: sparktui plan RECIPE · sparktui validate RECIPE · sparktui --help")
-    return 0
-
-
-def cmd_schema(args: argparse.Namespace) -> int:
-    print(json.dumps(json_schema(), indent=2))
-    return 0
+    def __call__(self, args: argparse.Namespace) -> int:
+        handler: Handler = getattr(importlib.import_module(f"sparktui.cli.{self.module}"),
+                                   self.function)
+        return handler(args)
 
 
 def _common(p: argparse.ArgumentParser, recipe_nargs: str | None = None) -> None:
@@ -134,11 +64,11 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("overview", help="list the recipes found and the cluster each runs on")
     p.add_argument("--cluster", type=Path, metavar="FILE", default=argparse.SUPPRESS, help="cluster file")
     p.add_argument("--recipes", type=Path, metavar="DIR", default=argparse.SUPPRESS, help="recipes folder")
-    p.set_defaults(func=cmd_overview)
+    p.set_defaults(func=Verb("recipes", "cmd_overview"))
 
     p = sub.add_parser("validate", help="check recipes (exit 1 on errors; warnings printed)")
     _common(p, "+")
-    p.set_defaults(func=cmd_validate)
+    p.set_defaults(func=Verb("recipes", "cmd_validate"))
 
     p = sub.add_parser("plan", help="show exactly what every rank will run")
     _common(p)
@@ -148,20 +78,103 @@ def parser() -> argparse.ArgumentParser:
                    help="show secret values: env names containing KEY, TOKEN, SECRET, PASS(WORD), "
                         "AUTH or CREDENTIAL, values of flags such as --api-key, and the recipe's "
                         "secret_env and secret_args")
-    p.set_defaults(func=cmd_plan)
+    p.set_defaults(func=Verb("recipes", "cmd_plan"))
 
-    from sparktui.cli import ops  # imports the backend only when a command needs it
+    _cluster_verbs(sub)
 
-    ops.add_parsers(sub, _common)
-    from sparktui.cli import completion, image, watch
+    p = sub.add_parser("watch", help="follow a running recipe and restart its group on failure "
+                                     "([restart] policy); containers outlive it")
+    _common(p)
+    p.set_defaults(func=Verb("watch", "cmd_watch"))
 
-    watch.add_parser(sub, _common)
-    image.add_parser(sub, _common)
+    p = sub.add_parser("image", help="the recipe's image on the nodes (sync)")
+    verbs = p.add_subparsers(dest="image_command", metavar="VERB", required=True)
+    s = verbs.add_parser("sync", help="copy the recipe's image to every node that lacks it or holds "
+                                      "another build (from one save stream, all nodes at once)")
+    _common(s)
+    s.add_argument("--from", dest="source", metavar="NODE|local",
+                   help="where to copy from: a node of the cluster, or local (this machine's "
+                        "Docker engine); default the head if it has the image, else the first node "
+                        "that has it, else this machine")
+    s.add_argument("--json", action="store_true", help="one JSON object with every node's outcome")
+    s.set_defaults(func=Verb("image", "cmd_sync"))
+
+    from sparktui.cli import completion  # standard library only
+
     completion.add_parser(sub)
 
     p = sub.add_parser("schema", help="print the JSON Schema of the recipe format")
-    p.set_defaults(func=cmd_schema)
+    p.set_defaults(func=Verb("recipes", "cmd_schema"))
     return ap
+
+
+def _sample(text: str) -> str:
+    """``--sample``: ``all`` or a count of windows (argparse says what is wrong, exit 2)."""
+    if text != "all" and not (text.isdigit() and int(text) <= 10**6):
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a count of windows nor 'all'")
+    return text
+
+
+def _cluster_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The verbs over the Orchestrator (``sparktui.cli.ops``)."""
+    p = sub.add_parser("doctor", help="preflight every node (SSH, Docker, image, disk, port, NICs, GPUs)")
+    _common(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=Verb("ops", "cmd_doctor"))
+
+    p = sub.add_parser("stage", help="place each rank's data on its node (all nodes at once)")
+    _common(p)
+    p.add_argument("--verify-only", action="store_true", help="report, write nothing (exit 1 if stale)")
+    p.add_argument("--sample", metavar="N|all", type=_sample,
+                   help="row windows to compare with the source per packed file, besides the first "
+                        "and the last (default 8); all: every chunk of both against the ledger")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=Verb("ops", "cmd_stage"))
+
+    p = sub.add_parser("up", help="stage, then launch every rank (workers first) and follow their logs")
+    _common(p)
+    p.add_argument("--wait", action="store_true", help="return when ready (0) or failed/timed out (1)")
+    p.add_argument("--launch-order", choices=["workers-first", "head-first", "parallel"],
+                   default="workers-first")
+    p.add_argument("--no-image-check", action="store_true",
+                   help="start even when the image is missing on a node or differs across nodes")
+    p.set_defaults(func=Verb("ops", "cmd_up"))
+
+    p = sub.add_parser("status", help="per rank: state, container, checks, health, restarts")
+    _common(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=Verb("ops", "cmd_status"))
+
+    p = sub.add_parser("logs", help="the run's logs (caught up from the containers first)")
+    _common(p)
+    p.add_argument("--rank", type=int)
+    p.add_argument("--follow", "-f", action="store_true")
+    p.add_argument("--grep", metavar="REGEX",
+                   help="only lines matching REGEX; case-insensitive unless it has a capital; "
+                        "!REGEX: only lines NOT matching")
+    p.add_argument("--since", metavar="DURATION", help="only lines newer than this (10m, 90s)")
+    p.add_argument("--timestamps", "-t", action="store_true")
+    p.set_defaults(func=Verb("ops", "cmd_logs"))
+
+    p = sub.add_parser("restart", help="replace one rank's container (--rank N) or every rank's "
+                                       "(--group), in the same run")
+    _common(p)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--rank", type=int, help="this rank only (a formed TP group fails with it)")
+    which.add_argument("--group", action="store_true",
+                       help="every rank of the group: stopped, then launched again, workers first")
+    p.add_argument("--wait", action="store_true")
+    p.set_defaults(func=Verb("ops", "cmd_restart"))
+
+    p = sub.add_parser("smoke", help="one streamed chat completion to the head: TTFT and tokens/s")
+    _common(p)
+    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=Verb("ops", "cmd_smoke"))
+
+    p = sub.add_parser("down", help="stop and remove every rank's container")
+    _common(p)
+    p.set_defaults(func=Verb("ops", "cmd_down"))
 
 
 @functools.cache
@@ -178,6 +191,21 @@ def _console(args: argparse.Namespace) -> int:
     return run_console(args)
 
 
+def _report(exc: SparkError) -> int:
+    """One sentence (or the problems, each at its line) on stderr, and the exit code. Rich is
+    imported here, on the way out, not at every start."""
+    from rich.console import Console
+
+    from sparktui.cli import render
+
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    if isinstance(exc, ConfigError):  # a recipe or cluster that cannot be used: nothing was tried
+        err.print(render.problems(exc.problems))
+        return exits.USAGE
+    err.print(render.plain(("error:", "bold red"), f" {exc}"))  # verbatim: no markup in exc
+    return exits.USAGE if isinstance(exc, (exits.UsageError, SetupError)) else exits.FAILED
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     if words[:1] == ["__complete"]:  # asked by the shell at every tab: no parser, no recipes loaded
@@ -188,12 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Handler = getattr(args, "func", _console)
     try:
         return func(args)
-    except ConfigError as exc:  # a recipe or cluster that cannot be used: nothing was tried
-        err.print(render.problems(exc.problems))
-        return exits.USAGE
-    except SparkError as exc:
-        err.print(render.plain(("error:", "bold red"), f" {exc}"))  # verbatim: no markup in exc
-        return exits.USAGE if isinstance(exc, (exits.UsageError, SetupError)) else exits.FAILED
+    except SparkError as exc:  # ConfigError too
+        return _report(exc)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # sparktui ... | head

@@ -12,7 +12,7 @@ from rich.progress import TaskID
 from rich.text import Text
 
 from sparktui.backend.events import Event, ImageSyncProgress
-from sparktui.backend.imagesync import LOCAL, SyncReport, progress_sentence, short
+from sparktui.backend.imagesync import SyncReport, progress_sentence, short
 from sparktui.cli import exits
 from sparktui.cli.ops import _opened, _run, err, out
 from sparktui.cli.render import plain
@@ -102,17 +102,3 @@ def cmd_sync(args: argparse.Namespace) -> int:
         return exits.OK if report.ok else exits.FAILED
     return _run(go())
 
-
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               common: Callable[[argparse.ArgumentParser], None]) -> None:
-    p = sub.add_parser("image", help="the recipe's image on the nodes (sync)")
-    verbs = p.add_subparsers(dest="image_command", metavar="VERB", required=True)
-    s = verbs.add_parser("sync", help="copy the recipe's image to every node that lacks it or holds "
-                                      "another build (from one save stream, all nodes at once)")
-    common(s)
-    s.add_argument("--from", dest="source", metavar="NODE|local",
-                   help=f"where to copy from: a node of the cluster, or {LOCAL} (this machine's "
-                        "Docker engine); default the head if it has the image, else the first node "
-                        "that has it, else this machine")
-    s.add_argument("--json", action="store_true", help="one JSON object with every node's outcome")
-    s.set_defaults(func=cmd_sync)

@@ -19,6 +19,7 @@ from sparktui.backend.orchestrator import LaunchOrder, Orchestrator
 from sparktui.backend.transport import access_problems
 from sparktui.backend.watchdog import summary as watchdog_summary
 from sparktui.cli import exits, render
+from sparktui.cli.recipes import load_plan
 from sparktui.cli.render import STATE_STYLE, plain, visible
 from sparktui.config import state_dir
 from sparktui.core.errors import ConfigError, SparkError
@@ -31,8 +32,6 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _make(args: argparse.Namespace, on_event: Callable[[Event], None] | None = None) -> Orchestrator:
-    from sparktui.cli import load_plan  # the shared recipe/cluster/plan loading
-
     recipe, cluster, plan, found = load_plan(args)
     if found:
         err.print(render.problems(found))
@@ -383,62 +382,3 @@ def cmd_down(args: argparse.Namespace) -> int:
             return 0
     return _run(go())
 
-
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-                common: Callable[[argparse.ArgumentParser], None]) -> None:
-    p = sub.add_parser("doctor", help="preflight every node (SSH, Docker, image, disk, port, NICs, GPUs)")
-    common(p)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_doctor)
-
-    p = sub.add_parser("stage", help="place each rank's data on its node (all nodes at once)")
-    common(p)
-    p.add_argument("--verify-only", action="store_true", help="report, write nothing (exit 1 if stale)")
-    p.add_argument("--sample", metavar="N|all", help="chunks to re-hash per packed file (default 8)")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_stage)
-
-    p = sub.add_parser("up", help="stage, then launch every rank (workers first) and follow their logs")
-    common(p)
-    p.add_argument("--wait", action="store_true", help="return when ready (0) or failed/timed out (1)")
-    p.add_argument("--launch-order", choices=["workers-first", "head-first", "parallel"],
-                   default="workers-first")
-    p.add_argument("--no-image-check", action="store_true",
-                   help="start even when the image is missing on a node or differs across nodes")
-    p.set_defaults(func=cmd_up)
-
-    p = sub.add_parser("status", help="per rank: state, container, checks, health, restarts")
-    common(p)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_status)
-
-    p = sub.add_parser("logs", help="the run's logs (caught up from the containers first)")
-    common(p)
-    p.add_argument("--rank", type=int)
-    p.add_argument("--follow", "-f", action="store_true")
-    p.add_argument("--grep", metavar="REGEX",
-                   help="only lines matching REGEX; case-insensitive unless it has a capital; "
-                        "!REGEX: only lines NOT matching")
-    p.add_argument("--since", metavar="DURATION", help="only lines newer than this (10m, 90s)")
-    p.add_argument("--timestamps", "-t", action="store_true")
-    p.set_defaults(func=cmd_logs)
-
-    p = sub.add_parser("restart", help="replace one rank's container (--rank N) or every rank's "
-                                       "(--group), in the same run")
-    common(p)
-    which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--rank", type=int, help="this rank only (a formed TP group fails with it)")
-    which.add_argument("--group", action="store_true",
-                       help="every rank of the group: stopped, then launched again, workers first")
-    p.add_argument("--wait", action="store_true")
-    p.set_defaults(func=cmd_restart)
-
-    p = sub.add_parser("smoke", help="one streamed chat completion to the head: TTFT and tokens/s")
-    common(p)
-    p.add_argument("--max-tokens", type=int, default=64)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_smoke)
-
-    p = sub.add_parser("down", help="stop and remove every rank's container")
-    common(p)
-    p.set_defaults(func=cmd_down)

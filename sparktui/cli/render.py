@@ -15,19 +15,18 @@ from typing import TYPE_CHECKING
 
 from rich.console import Group, RenderableType
 from rich.panel import Panel
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from sparktui.catalog import RecipeInfo
-from sparktui.core.checks import BootChecks, Check
 from sparktui.core.errors import Problem
-from sparktui.core.plan import Plan, RankPlan
 from sparktui.core.units import format_bytes, format_duration
 
-if TYPE_CHECKING:  # the backend is imported only when a command needs it (see sparktui.cli)
+if TYPE_CHECKING:  # imported only by the verbs that need them (see sparktui.cli)
     from sparktui.backend.doctor import Finding
     from sparktui.backend.events import NodeTelemetry
+    from sparktui.catalog import RecipeInfo
+    from sparktui.core.checks import BootChecks, Check
+    from sparktui.core.plan import Plan, RankPlan
 
 STATE_STYLE = {"ready": "green", "failed": "bold red", "booting": "yellow", "creating": "yellow",
                "stopped": "dim", "restarting": "magenta", "pending": "dim", "staging": "cyan"}
@@ -113,6 +112,8 @@ def rank_panel(plan: Plan, r: RankPlan, show_secrets: bool, appended_from: int) 
             "ulimits " + ", ".join(f"{k}={v}" for k, v in c.ulimits.items()) if c.ulimits else "",
         ]))))
     grid.add_row("labels", plain(", ".join(f"{k}={v}" for k, v in c.labels.items())))
+    from rich.syntax import Syntax  # Pygments: 10 ms, wanted only by the plan view
+
     run = Syntax(visible(r.docker_run(show_secrets)), "bash", word_wrap=True, theme="ansi_dark",
                  background_color="default")
     grid.add_row("docker run", run)

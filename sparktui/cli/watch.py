@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
-from collections.abc import Callable
 
 from sparktui.backend.watchdog import Watchdog, budget_text
 from sparktui.cli.ops import EventPrinter, _opened, _run, err
@@ -47,10 +46,3 @@ def cmd_watch(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 0
 
-
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-               common: Callable[[argparse.ArgumentParser], None]) -> None:
-    p = sub.add_parser("watch", help="follow a running recipe and restart its group on failure "
-                                     "([restart] policy); containers outlive it")
-    common(p)
-    p.set_defaults(func=cmd_watch)

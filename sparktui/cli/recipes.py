@@ -1,0 +1,104 @@
+"""The verbs over recipes and plans, which need no connection: validate, plan, overview, schema.
+
+Imported only when one of them runs (``sparktui.cli`` builds the parser without it): the recipe
+models (pydantic) and Rich are what these verbs need, and nothing of the backend."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.console import Console
+
+from sparktui import __version__
+from sparktui.cli import render
+from sparktui.config import recipes_dirs, resolve_cluster, state_dir
+from sparktui.core.cluster import Cluster
+from sparktui.core.errors import ConfigError, Problem, SetupError
+from sparktui.core.lints import errors, lint
+from sparktui.core.plan import Plan, build_plan
+from sparktui.core.recipe import Recipe, find_recipe, json_schema, load_recipe
+from sparktui.core.secrets import plan_key
+
+out = Console(highlight=False, soft_wrap=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _load(args: argparse.Namespace, recipe_arg: str) -> tuple[Recipe, Cluster, list[Problem]]:
+    path = find_recipe(recipe_arg, recipes_dirs(args.recipes))
+    recipe = load_recipe(path)
+    cluster = resolve_cluster(args.cluster, recipe.spec.required_nodes)
+    return recipe, cluster, lint(recipe, cluster)
+
+
+def load_plan(args: argparse.Namespace) -> tuple[Recipe, Cluster, Plan, list[Problem]]:
+    """Recipe, cluster and plan; lint errors raise so no command runs a broken recipe."""
+    recipe, cluster, found = _load(args, args.recipe)
+    if errors(found):
+        raise ConfigError(found)
+    return recipe, cluster, build_plan(recipe, cluster, secret_key(cluster)), found
+
+
+def secret_key(cluster: Cluster) -> bytes:
+    """The cluster's plan key from the state folder (made on first use), so the plan hash on a
+    container label covers secrets without revealing them."""
+    try:
+        return plan_key(state_dir(), cluster.name)
+    except OSError as exc:
+        raise SetupError(f"cannot use the plan key of cluster {cluster.name!r}: "
+                         f"{exc.strerror or exc}") from None
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    status = 0
+    for arg in args.recipe:
+        try:
+            recipe, cluster, found = _load(args, arg)
+        except ConfigError as exc:
+            err.print(render.problems(exc.problems))
+            status = 1
+            continue
+        if found:
+            err.print(render.problems(found))
+        n_err = len(errors(found))
+        n_warn = len(found) - n_err
+        where = recipe.source.display or arg
+        if n_err:
+            status = 1
+            err.print(render.plain(("✗", "red"), f" {where}: {n_err} error(s), {n_warn} warning(s)"))
+        else:
+            note = f", {n_warn} warning(s)" if n_warn else ""
+            out.print(render.plain(("✓", "green"), f" {where}: valid for cluster {cluster.name!r}"
+                                   f" ({recipe.spec.required_nodes} of {len(cluster.nodes)} nodes)"
+                                   f"{note}"), soft_wrap=True)
+    return status
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    recipe, _cluster, plan, found = load_plan(args)
+    if found:
+        err.print(render.problems(found))
+    if args.json:
+        print(json.dumps(plan.to_json(show_secrets=args.show_secrets), indent=2))
+    else:
+        out.print(render.plan_view(plan, show_secrets=args.show_secrets, only_rank=args.rank,
+                                   appended_from=len(recipe.spec.args)))
+    return 0
+
+
+def cmd_overview(args: argparse.Namespace) -> int:
+    """What sparktui sees here: recipes found and the cluster each would run on."""
+    from sparktui.catalog import load_catalog
+
+    dirs = recipes_dirs(args.recipes)
+    out.print(render.plain((f"sparktui {__version__}", "b"), " · recipes from ",
+                           ", ".join(str(d) for d in dirs) or "(none found)"), soft_wrap=True)
+    for info in load_catalog(dirs, args.cluster):
+        out.print(render.catalog_line(info), soft_wrap=True)
+    out.print("\nTry: sparktui plan RECIPE · sparktui validate RECIPE · sparktui --help")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    print(json.dumps(json_schema(), indent=2))
+    return 0

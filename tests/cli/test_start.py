@@ -1,0 +1,99 @@
+"""What a verb imports: each runs in a new process, as a user's shell runs it, and reports the
+modules it loaded. ``--version``, ``--help`` and ``completion`` load neither the recipe models
+(pydantic) nor Rich; ``validate``, ``plan`` and ``schema`` load no backend, no docker SDK, no
+asyncssh, no Textual (issue 13: the CLI starts at once; bench/cli_start.py has the times)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparktui.cli import Verb, parser
+from tests.conftest import ROOT, SEED
+
+PROBE = """
+import json, sys
+out, sys.argv[1:] = sys.argv[1], sys.argv[2:]
+from sparktui.cli import main
+try:
+    code = main()
+except SystemExit as exc:
+    code = exc.code
+with open(out, "w") as f:
+    json.dump({"code": code, "modules": sorted(sys.modules)}, f)
+"""
+HEAVY = ("textual", "docker", "asyncssh", "sparktui.backend", "sparktui.ui")
+MODELS_AND_RICH = ("pydantic", "rich", "sparktui.core.recipe", "sparktui.core.cluster")
+
+
+def run_verb(tmp_path: Path, *words: str) -> tuple[int, str, set[str]]:
+    """Exit code, stdout and the modules loaded by ``sparktui WORDS`` in a new process."""
+    report = tmp_path / "modules.json"
+    proc = subprocess.run([sys.executable, "-c", PROBE, str(report), *words], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    found = json.loads(report.read_text())
+    return found["code"], proc.stdout, set(found["modules"])
+
+
+def loaded(modules: set[str], prefixes: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in prefixes))
+
+
+@pytest.mark.parametrize("words", [("--version",), ("--help",), ("completion", "bash"),
+                                   ("__complete", "recipes")])
+def test_version_help_and_completion_load_only_the_parser(tmp_path: Path, words: tuple[str, ...]) -> None:
+    code, out, modules = run_verb(tmp_path, *words)
+    assert code == 0
+    assert out  # it did its job: a version, the help, a script, recipe names
+    assert loaded(modules, HEAVY + MODELS_AND_RICH) == []
+
+
+@pytest.mark.parametrize("words", [("validate", str(SEED)), ("plan", str(SEED)),
+                                   ("plan", str(SEED), "--json"), ("schema",)])
+def test_recipe_verbs_load_no_backend(tmp_path: Path, words: tuple[str, ...]) -> None:
+    code, out, modules = run_verb(tmp_path, *words)
+    assert code == 0
+    assert "dsv41" in out or '"$schema"' in out or "valid for cluster" in out
+    assert loaded(modules, HEAVY) == []
+
+
+def test_a_bad_recipe_is_still_one_sentence_without_the_backend(tmp_path: Path) -> None:
+    code, _out, modules = run_verb(tmp_path, "plan", str(tmp_path / "missing"))
+    assert code == 2
+    assert loaded(modules, HEAVY) == []
+
+
+def _verbs(ap: argparse.ArgumentParser) -> dict[str, object]:
+    found: dict[str, object] = {}
+    for action in ap._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                if sub.get_default("func") is not None:
+                    found[name] = sub.get_default("func")
+                found.update({f"{name} {k}": v for k, v in _verbs(sub).items()})
+    return found
+
+
+def test_every_verb_names_a_handler_that_exists() -> None:
+    verbs = _verbs(parser())
+    assert {"validate", "plan", "status", "logs", "up", "down", "watch", "image sync",
+            "completion", "schema"} <= set(verbs)
+    for name, func in verbs.items():
+        if isinstance(func, Verb):
+            handler = getattr(importlib.import_module(f"sparktui.cli.{func.module}"), func.function)
+            assert callable(handler), name
+
+
+def test_a_bad_sample_count_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from sparktui.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["stage", "demo-tp4", "--sample", "x"])
+    assert exc.value.code == 2
+    assert "--sample: 'x' is neither a count of windows nor 'all'" in capsys.readouterr().err
