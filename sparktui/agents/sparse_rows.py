@@ -1,8 +1,9 @@
 """``sparse-rows`` staging: per-rank row slices of a checkpoint's tensors, packed per layer.
 
-This one file is both the library sparktui plans with and the agent it copies to every node
-(over SFTP) and runs there with the node's ``python3``: standard library only, no other
-sparktui import. Run as a script it takes one JSON job and prints one JSON object per line.
+This one file is both the library sparktui plans with and the agent it runs on every node with
+the node's ``python3 -I -``, its text sent over the SSH channel's stdin (never a file on the
+node): standard library only, no other sparktui import. Run as a script it takes one JSON job
+and prints one JSON object per line.
 
 Format (docs/design.md, "Staging"): for each hosted rank r of world W and each layer with selected
 tensors, ``dst/<id>-l<layer>-r<r>of<W>.bin`` holds rows ``r*rows//W .. (r+1)*rows//W`` of every

@@ -1,13 +1,15 @@
 """Runs the staging agent on every node at once and turns its JSON lines into progress events.
 
-The agent is one standard-library file (``sparktui/agents/sparse_rows.py``): copied to the node
-over SFTP and run with the node's ``python3``, or run in place on the local cluster.
+The agent is one standard-library file (``sparktui/agents/sparse_rows.py``): sent to the node's
+``python3 -I -`` over the SSH channel's stdin, or run in place on the local cluster. Nothing is
+written on the node: a file at a fixed path in the node's world-writable ``/tmp`` could be
+planted or swapped by another user of the node before it ran (issue 15), and ``-I`` keeps the
+folder the command starts in and ``PYTHON*`` variables out of the agent's imports.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import sys
 import time
@@ -24,9 +26,9 @@ from sparktui.core.plan import Plan, StagingPlan
 AGENT = Path(sparse_rows.__file__)
 
 
-def agent_remote_path() -> str:
-    digest = hashlib.sha256(AGENT.read_bytes()).hexdigest()[:12]
-    return f"/tmp/sparktui-sparse-rows-{digest}.py"
+def agent_argv(spec: dict[str, Any]) -> list[str]:
+    """The command that runs the agent on a node, its source read from stdin (``AGENT``'s text)."""
+    return ["python3", "-I", "-", json.dumps(spec)]
 
 
 @dataclass
@@ -107,11 +109,10 @@ class Stager:
         try:
             if self.local:
                 argv = [sys.executable, "-I", str(AGENT), json.dumps(spec)]
+                rc = await transport.stream(argv, on_line)
             else:
-                remote = agent_remote_path()
-                await transport.put(AGENT, remote)
-                argv = ["python3", remote, json.dumps(spec)]
-            rc = await transport.stream(argv, on_line)
+                source = await asyncio.to_thread(AGENT.read_text, encoding="utf-8")
+                rc = await transport.stream(agent_argv(spec), on_line, stdin=source)
         except NodeError as exc:
             rc, error[:] = 1, [str(exc)]
         if rc != 0 or not final:

@@ -1,19 +1,22 @@
-"""How sparktui reaches a node: one SSH connection (commands, SFTP, a tunnel to the node's
-Docker socket, TCP connections opened on the node for health probes), or this machine directly
-for the local cluster.
+"""How sparktui reaches a node: one SSH connection (commands, a tunnel to the node's Docker
+socket, TCP connections opened on the node for health probes), or this machine directly for the
+local cluster. Nothing is copied to a node as a file: the staging agent arrives on stdin.
 
 Commands are argument lists joined with ``shlex.join``: a recipe value never reaches a shell
 unquoted. Host keys are always checked against ``known_hosts``.
+
+Safe on a shared machine (issue 15): the node's Docker socket, which is root on the node, is
+forwarded to a unix socket inside a folder only this user can enter (``sockdir``), never to a
+TCP port that every local user could reach; agent and X11 forwarding are off whatever the
+user's SSH config says; which keys may be used is decided in ``sshaccess``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import getpass
 import os
 import shlex
-import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -21,8 +24,10 @@ from typing import Protocol
 import asyncssh
 
 from sparktui.backend.http import ByteReader, ByteWriter
-from sparktui.core.cluster import Cluster, Node
-from sparktui.core.errors import Problem, SparkError
+from sparktui.backend.sockdir import SOCKET_NAME, private_folder, remove_folder
+from sparktui.backend.sshaccess import NO_LOGIN, describe_ssh_error, expand, load_identity, login_name
+from sparktui.core.cluster import Node
+from sparktui.core.errors import SparkError
 
 CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com",
            "aes256-ctr", "aes192-ctr", "aes128-ctr")
@@ -61,9 +66,10 @@ class Transport(Protocol):
 
     async def run(self, argv: list[str], timeout: float = 30.0) -> CommandResult: ...
 
-    async def stream(self, argv: list[str], on_line: Callable[[str], None]) -> int: ...
-
-    async def put(self, local: Path, remote: str) -> None: ...
+    async def stream(self, argv: list[str], on_line: Callable[[str], None],
+                     stdin: str | None = None) -> int:
+        """Run ``argv``, handing over each output line; ``stdin`` is its whole input."""
+        ...
 
     async def docker_url(self) -> str: ...
 
@@ -75,98 +81,6 @@ class Transport(Protocol):
     async def close(self) -> None: ...
 
 
-def _expand(path: str | None) -> str | None:
-    return os.path.expanduser(path) if path else None
-
-
-def identity_problem(node: Node) -> str | None:
-    """Why the node's ``ssh.identity`` cannot be used, as a sentence with what to do; None when
-    it can (or none is set). Checked before connecting: a missing file otherwise reads as
-    "cannot reach the node", and an encrypted one as a traceback."""
-    return _load_identity(node)[1]
-
-
-def _load_identity(node: Node) -> tuple[asyncssh.SSHKey | None, str | None]:
-    shown = node.ssh.identity
-    if not shown:
-        return None, None
-    path = _expand(shown)
-    assert path is not None
-    if path.startswith("~"):
-        return None, (f"identity file {shown}: there is no home folder to expand ~ in; write "
-                      "the full path")
-    if not os.path.isfile(path):
-        return None, (f"identity file {shown} does not exist" if not os.path.exists(path) else
-                      f"identity file {shown} is not a file") + "; fix ssh.identity in the cluster file"
-    try:
-        return asyncssh.read_private_key(path), None
-    except asyncssh.KeyImportError as exc:
-        if "passphrase" in str(exc).lower():
-            return None, (f"identity file {shown} is encrypted and sparktui does not ask for "
-                          "passphrases: leave ssh.identity unset and load the key into ssh-agent "
-                          "(ssh-add), or use a key without a passphrase")
-        return None, f"identity file {shown} is not a private key sparktui can read ({exc})"
-    except (OSError, ValueError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        return None, f"identity file {shown} cannot be read: {why}"
-
-
-NO_LOGIN = ("this machine's user has no name to log in with (no passwd entry, no USER): set "
-            "ssh.user in the cluster file")
-
-
-def login_problem(node: Node) -> str | None:
-    """Why there is no user name to log in to ``node`` with; None when there is one."""
-    try:
-        _login(node)
-    except NodeError as exc:
-        return exc.reason
-    return None
-
-
-def access_problems(cluster: Cluster, nodes: Sequence[Node]) -> list[Problem]:
-    """What stops sparktui from even trying to log in to ``nodes``, each at its key in the
-    cluster file: an identity file that cannot be used, no user name to log in with."""
-    problems: list[Problem] = []
-    seen: set[tuple[str, str]] = set()
-    for node in nodes:
-        for key, sentence in (("identity", identity_problem(node)), ("user", login_problem(node))):
-            if sentence is not None and (key, sentence) not in seen:
-                seen.add((key, sentence))
-                problems.append(cluster.ssh_problem(node, key, sentence))
-    return problems
-
-
-def _login(node: Node) -> str:
-    """``ssh.user``, else the local user's name (as ssh does); a sentence when there is none."""
-    if node.ssh.user:
-        return node.ssh.user
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        raise NodeError(node.name, NO_LOGIN) from None
-
-def describe_ssh_error(node: Node, exc: BaseException) -> str:
-    """One sentence for the operator: what failed and what to do."""
-    where = f"{node.host}:{node.ssh_port}"
-    if isinstance(exc, asyncssh.HostKeyNotVerifiable):
-        kh = node.ssh.known_hosts
-        return (f"host key of {where} is not trusted by {kh} (changed or unknown); refusing to "
-                f"connect. If the node was reinstalled, check the new key and replace the old one "
-                f"(ssh-keygen -R {node.host} -f {kh}, then ssh {node.host} once)")
-    if isinstance(exc, asyncssh.PermissionDenied):
-        return f"SSH login to {where} as {node.ssh.user or 'the current user'} was refused: {exc.reason}"
-    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
-        return f"no answer from {where} within {node.ssh.connect_timeout:g} s"
-    if isinstance(exc, ConnectionRefusedError):
-        return f"connection to {where} refused (is sshd running?)"
-    if isinstance(exc, OSError):
-        return f"cannot reach {where}: {exc.strerror or exc}"
-    if isinstance(exc, asyncssh.Error):
-        return f"SSH to {where} failed: {exc.reason}"
-    return f"SSH to {where} failed: {exc}"
-
-
 class SshTransport:
     """One asyncssh connection per node, reopened on demand after it drops."""
 
@@ -174,11 +88,18 @@ class SshTransport:
         self.node = node
         self._conn: asyncssh.SSHClientConnection | None = None
         self._tunnel: asyncssh.SSHListener | None = None
+        self._folder: str | None = None
         self._lock = asyncio.Lock()
 
     @property
     def connected(self) -> bool:
         return self._conn is not None and not self._conn.is_closed()
+
+    def _login(self) -> str:
+        name = login_name(self.node)
+        if name is None:
+            raise NodeError(self.node.name, NO_LOGIN)
+        return name
 
     async def connect(self) -> None:
         async with self._lock:
@@ -186,19 +107,22 @@ class SshTransport:
                 return
             await self._drop()
             ssh = self.node.ssh
-            known_hosts = _expand(ssh.known_hosts)
+            known_hosts = expand(ssh.known_hosts)
             if known_hosts is None or not Path(known_hosts).is_file():
                 raise NodeError(self.node.name, f"known_hosts file {ssh.known_hosts} does not exist; "
                                 "host keys are always verified")
-            key, problem = _load_identity(self.node)
+            key, problem = load_identity(self.node)
             if problem is not None:
                 raise NodeError(self.node.name, problem)
             try:
                 self._conn = await asyncio.wait_for(
                     asyncssh.connect(
-                        self.node.host, port=self.node.ssh_port, username=_login(self.node),
+                        self.node.host, port=self.node.ssh_port, username=self._login(),
                         client_keys=[key] if key is not None else (),
                         known_hosts=known_hosts, agent_path=None if ssh.identity else (),
+                        # never taken from ~/.ssh/config: a node's root could use the
+                        # operator's agent or X display while sparktui is connected
+                        agent_forwarding=False, x11_forwarding=False,
                         keepalive_interval=5, keepalive_count_max=3,
                         connect_timeout=ssh.connect_timeout, encryption_algs=list(CIPHERS),
                     ),
@@ -207,10 +131,13 @@ class SshTransport:
             except (OSError, asyncssh.Error, asyncio.TimeoutError, ValueError) as exc:
                 raise NodeError(self.node.name, describe_ssh_error(self.node, exc)) from None
 
-    async def _drop(self) -> None:
+    async def _drop_tunnel(self) -> None:
         if self._tunnel is not None:
             self._tunnel.close()
             self._tunnel = None
+
+    async def _drop(self) -> None:
+        await self._drop_tunnel()
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -232,11 +159,14 @@ class SshTransport:
         rc = res.exit_status if res.exit_status is not None else 255
         return CommandResult(rc, str(res.stdout or ""), str(res.stderr or ""))
 
-    async def stream(self, argv: list[str], on_line: Callable[[str], None]) -> int:
-        """Run ``argv`` on the node, handing over each stdout line as it arrives."""
+    async def stream(self, argv: list[str], on_line: Callable[[str], None],
+                     stdin: str | None = None) -> int:
+        """Run ``argv`` on the node, handing over each stdout line as it arrives; ``stdin``, when
+        given, is written to it and followed by end of file."""
         conn = await self._connection()
         try:
-            async with conn.create_process(shlex.join(argv), stderr=asyncssh.STDOUT) as proc:
+            async with conn.create_process(shlex.join(argv), stderr=asyncssh.STDOUT,
+                                           input=stdin) as proc:
                 async for line in proc.stdout:
                     on_line(str(line).rstrip("\n"))
                 await proc.wait()
@@ -244,26 +174,24 @@ class SshTransport:
         except (OSError, asyncssh.Error) as exc:
             raise NodeError(self.node.name, describe_ssh_error(self.node, exc)) from None
 
-    async def put(self, local: Path, remote: str) -> None:
-        conn = await self._connection()
-        try:
-            async with conn.start_sftp_client() as sftp:
-                await sftp.put(str(local), remote)
-        except (OSError, asyncssh.Error) as exc:
-            raise NodeError(self.node.name, f"copying {local.name} to {remote} failed: {exc}") from None
-
     async def docker_url(self) -> str:
-        """A local TCP port forwarded to the node's Docker socket through this connection."""
+        """A unix socket forwarded to the node's Docker socket through this connection, inside
+        a folder only this user can enter: the node's engine is root on the node, so no other
+        local user may reach it (a TCP port on 127.0.0.1 would let every one of them)."""
         conn = await self._connection()
         async with self._lock:
-            if self._tunnel is None:
-                try:
-                    self._tunnel = await conn.forward_local_port_to_path(
-                        "127.0.0.1", 0, self.node.docker.socket)
-                except (OSError, asyncssh.Error) as exc:
-                    raise NodeError(self.node.name, f"cannot forward the Docker socket "
-                                    f"{self.node.docker.socket}: {exc}") from None
-            return f"tcp://127.0.0.1:{self._tunnel.get_port()}"
+            try:
+                if self._folder is None or not os.path.isdir(self._folder):
+                    self._folder = private_folder()  # first use, or removed while it reconnected
+                    await self._drop_tunnel()
+                path = os.path.join(self._folder, SOCKET_NAME)
+                if self._tunnel is None:
+                    # a socket left by the listener before a reconnect is replaced
+                    self._tunnel = await conn.forward_local_path(path, self.node.docker.socket)
+            except (OSError, asyncssh.Error) as exc:
+                raise NodeError(self.node.name, f"cannot forward the Docker socket "
+                                f"{self.node.docker.socket}: {exc}") from None
+            return f"unix://{path}"
 
     async def open_connection(self, host: str, port: int) -> tuple[ByteReader, ByteWriter]:
         """A direct TCP channel from the node to ``host:port``, over the connection already
@@ -282,6 +210,9 @@ class SshTransport:
     async def close(self) -> None:
         async with self._lock:
             await self._drop()
+            if self._folder is not None:
+                remove_folder(self._folder)
+                self._folder = None
 
 
 class _Channel:
@@ -360,11 +291,17 @@ class LocalTransport:
         return CommandResult(proc.returncode or 0, out.decode(errors="replace"),
                              err.decode(errors="replace"))
 
-    async def stream(self, argv: list[str], on_line: Callable[[str], None]) -> int:
+    async def stream(self, argv: list[str], on_line: Callable[[str], None],
+                     stdin: str | None = None) -> int:
         proc = await asyncio.create_subprocess_exec(
             *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            stdin=asyncio.subprocess.DEVNULL)
+            stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE)
         assert proc.stdout is not None
+        if stdin is not None:
+            assert proc.stdin is not None
+            proc.stdin.write(stdin.encode())
+            await proc.stdin.drain()
+            proc.stdin.close()
         try:
             async for raw in proc.stdout:
                 on_line(raw.decode(errors="replace").rstrip("\n"))
@@ -373,9 +310,6 @@ class LocalTransport:
             proc.terminate()  # the agent cleans up its temporary file on SIGTERM
             await proc.wait()
             raise
-
-    async def put(self, local: Path, remote: str) -> None:
-        await asyncio.to_thread(shutil.copyfile, local, remote)
 
     async def docker_url(self) -> str:
         return f"unix://{self.node.docker.socket}"

@@ -16,7 +16,7 @@ from rich.progress import TaskID
 
 from sparktui.backend.events import Event, LogBatch, NodeChanged, Notice, RankChanged, StagingProgress
 from sparktui.backend.orchestrator import LaunchOrder, Orchestrator
-from sparktui.backend.transport import access_problems
+from sparktui.backend.sshaccess import access_problems
 from sparktui.backend.watchdog import summary as watchdog_summary
 from sparktui.cli import exits, render
 from sparktui.cli.recipes import load_plan

@@ -48,7 +48,8 @@ def test_node_port_over_65535(capsys: pytest.CaptureFixture[str], tmp_path: Path
     assert "cluster.toml:8:1: error: nodes[0].host: port 99999 is not a TCP port (1-65535)" in text
 
 
-def test_identity_file_missing_or_encrypted(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_identity_file_missing_or_encrypted(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
     missing = cluster_file(tmp_path, ssh=f'user = "root"\nidentity = "{tmp_path}/nope"\n')
     code, text = run(capsys, "status", str(DEMO), "--cluster", str(missing))
     assert code == exits.USAGE
@@ -56,10 +57,53 @@ def test_identity_file_missing_or_encrypted(capsys: pytest.CaptureFixture[str], 
     assert "cannot reach" not in text
     key = tmp_path / "id_locked"
     asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(key), "pkcs8-pem", passphrase="pw")
+    key.chmod(0o600)
     locked = cluster_file(tmp_path, ssh=f'user = "root"\nidentity = "{key}"\n')
+    agent = tmp_path / "agent.sock"
+    agent.touch()  # stands for a running agent: only whether its socket exists is read
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(agent))
     code, text = run(capsys, "up", str(DEMO), "--cluster", str(locked))
     assert code == exits.USAGE
-    assert f"ssh.identity: identity file {key} is encrypted and sparktui does not ask for passphrases" in text
+    assert (f"ssh.identity: identity file {key} is encrypted and sparktui does not ask for "
+            f"passphrases: leave ssh.identity unset and load the key into ssh-agent (ssh-add {key}), "
+            "or use a key without a passphrase") in text
+    monkeypatch.delenv("SSH_AUTH_SOCK")
+    code, text = run(capsys, "up", str(DEMO), "--cluster", str(locked))
+    assert code == exits.USAGE
+    assert (f"ssh.identity: identity file {key} is encrypted and sparktui does not ask for "
+            "passphrases, and no ssh-agent is running (SSH_AUTH_SOCK is not set): start one "
+            f'(eval "$(ssh-agent)"), ssh-add {key}, leave ssh.identity unset and run sparktui from '
+            "that shell; or use a key without a passphrase") in text
+
+
+def test_identity_file_readable_by_others(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A private key other users can read is no longer private: refused before connecting, as
+    OpenSSH refuses it, with the fix. Without ssh.identity, the default keys asyncssh would
+    offer from ~/.ssh are held to the same rule."""
+    key = tmp_path / "id_open"
+    asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(key))
+    key.chmod(0o644)
+    cluster = cluster_file(tmp_path, ssh=f'user = "root"\nidentity = "{key}"\n')
+    code, text = run(capsys, "status", str(DEMO), "--cluster", str(cluster))
+    assert code == exits.USAGE
+    assert (f"cluster.toml:5:1: error: ssh.identity: identity file {key} can be read by other users "
+            f"(mode 0644) and is refused, as OpenSSH refuses it: run chmod 600 {key}") in text
+    assert "cannot reach" not in text
+    key.chmod(0o600)
+    code, text = run(capsys, "status", str(DEMO), "--cluster", str(cluster))
+    assert "can be read by other users" not in text
+
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    default = home / ".ssh" / "id_ed25519"
+    asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(default))
+    default.chmod(0o640)
+    monkeypatch.setenv("HOME", str(home))
+    code, text = run(capsys, "status", str(DEMO), "--cluster", str(cluster_file(tmp_path)))
+    assert code == exits.USAGE
+    assert ("ssh.identity: identity file ~/.ssh/id_ed25519 can be read by other users (mode 0640) "
+            "and is refused, as OpenSSH refuses it: run chmod 600 ~/.ssh/id_ed25519") in text
 
 
 def test_no_ssh_user_logs_in_as_this_user(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
