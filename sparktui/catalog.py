@@ -43,13 +43,16 @@ class RecipeInfo:
             return None
         return next((p for p in self.hides if p.resolve().is_relative_to(root)), None)
 
-    def hides_text(self) -> str:
-        """``hides the shipped demo-tp4 (/…/recipe.toml)``, or other files it hides; "" if none."""
+    def hides_text(self, paths: bool = True) -> str:
+        """``hides the shipped demo-tp4 (/…/recipe.toml)``, or the other files it hides; "" if
+        none. Without ``paths`` (a narrow pane): only what it hides."""
         if not self.hides:
             return ""
         shipped_one = self.hides_shipped
         if shipped_one is not None:
-            return f"hides the shipped {self.slug} ({shipped_one})"
+            return f"hides the shipped {self.slug}" + (f" ({shipped_one})" if paths else "")
+        if not paths:
+            return f"hides {len(self.hides)} other recipe(s) named {self.slug}"
         return "hides " + ", ".join(str(p) for p in self.hides)
 
     @functools.cached_property

@@ -49,7 +49,7 @@ class RecipePane(VerticalScroll):
         if info is None:
             return Text("No recipe selected.")
         warning = theme_colors(self.app.theme_variables).get("warning", "yellow")
-        hides = Text(f"{info.hides_text()}\n", warning) if info.hides else Text()
+        hides = Text(f"{info.hides_text(paths=False)}\n", warning) if info.hides else Text()
         if info.recipe is None:
             return Text.assemble((info.slug, "bold"), "\ncannot be loaded: fix the problems below\n",
                                  hides)
