@@ -36,12 +36,12 @@ from sparktui.backend.owners import (
     Held,
     HeldElsewhere,
     NameClash,
-    clash,
+    Names,
     held_detail,
     held_notice,
     mine,
 )
-from sparktui.backend.runtime import ContainerState, ImageMissing, NameTaken, Runtime, RuntimeLost
+from sparktui.backend.runtime import ContainerState, ImageMissing, Runtime, RuntimeLost
 from sparktui.backend.smoke import SmokeResult, smoke
 from sparktui.backend.staging import Stager, StagingResult
 from sparktui.backend.telemetry import Sampler
@@ -368,44 +368,25 @@ class Orchestrator:
         self._start_background()
 
     async def _free_names(self) -> None:
-        """Before ``up`` starts anything: every rank's container name is free, or held by a
-        stopped container of this operator's, which is removed. Anything else (another owner's,
-        one sparktui did not make) is ``NameClash`` naming each, and nothing starts."""
-        async def one(info: RankInfo) -> str | None:
-            rt = self.runtimes[info.node.name]
-            holder = await rt.named(self.plan.ranks[info.rank].container.name)
-            if holder is None:
-                return None
-            why = clash(info.node.name, holder, self.owner, self._adopted)
-            if why is None:
-                await rt.remove(holder.id)
-                self.adoptions.forget([holder.id])
-            return why
-        whys = [w for w in await asyncio.gather(*(one(i) for i in self.ranks)) if w]
-        if whys:
-            raise NameClash("; ".join(whys) + "; nothing was started")
+        """Before ``up`` starts anything: every rank's container name is free, or made free
+        (``owners.Names``); else ``NameClash`` naming each, and nothing starts."""
+        names = self._names()
+        whys = await asyncio.gather(*(
+            names.clear(self.runtimes[i.node.name], i.node.name,
+                        self.plan.ranks[i.rank].container.name) for i in self.ranks))
+        if any(whys):
+            raise NameClash("; ".join(w for w in whys if w) + "; nothing was started")
 
-    async def _create(self, info: RankInfo, run: Run) -> ContainerState:
-        """The rank's container, created and started. A name taken meanwhile (a restart racing
-        someone) is cleared only when ``clash`` allows it."""
-        rt = self.runtimes[info.node.name]
-        spec = self.plan.ranks[info.rank].container
-        try:
-            return await rt.run(spec, {LABEL_RUN: run.id})
-        except NameTaken as exc:
-            why = clash(info.node.name, exc.holder, self.owner, self._adopted)
-            if why is not None:
-                raise NameClash(why) from None
-            await rt.remove(exc.holder.id)
-            self.adoptions.forget([exc.holder.id])
-            return await rt.run(spec, {LABEL_RUN: run.id})
+    def _names(self) -> Names:
+        return Names(self.owner, self._adopted, self.adoptions)
 
     async def _launch(self, info: RankInfo) -> None:
         run = self.run
         assert run is not None
         self.board.set_state(info, "creating")
         try:
-            st = await self._create(info, run)
+            st = await self._names().create(self.runtimes[info.node.name], info.node.name,
+                                            self.plan.ranks[info.rank].container, {LABEL_RUN: run.id})
         except Exception as exc:
             why = sentence(exc)
             if isinstance(exc, ImageMissing):

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sparktui.backend.runtime import ContainerState
+from sparktui.backend.runtime import ContainerState, NameTaken, Runtime
 from sparktui.core.errors import SparkError
-from sparktui.core.ownership import owner_name, owner_of, when_text
-from sparktui.core.plan import LABEL_CLUSTER, LABEL_PREFIX, LABEL_RECIPE
+from sparktui.core.ownership import Adoptions, owner_name, owner_of, when_text
+from sparktui.core.plan import LABEL_CLUSTER, LABEL_PREFIX, LABEL_RECIPE, ContainerSpec
 
 
 @dataclass(frozen=True)
@@ -102,3 +102,38 @@ def clash(node: str, holder: ContainerState, owner: str, adopted: set[str]) -> s
         return (f"{where} is yours but runs {what}: it was left running; stop it with "
                 "sparktui down for that recipe and cluster, then try again")
     return None
+
+
+@dataclass(frozen=True)
+class Names:
+    """Container names as one operator may clear them: only a stopped container of their own
+    (or adopted) makes room; its adoption entry goes with it."""
+
+    owner: str
+    adopted: set[str]
+    adoptions: Adoptions
+
+    async def clear(self, rt: Runtime, node: str, name: str) -> str | None:
+        """Make ``name`` free on ``node``; None when it is, else the sentence why it stays."""
+        holder = await rt.named(name)
+        if holder is None:
+            return None
+        why = clash(node, holder, self.owner, self.adopted)
+        if why is None:
+            await rt.remove(holder.id)
+            self.adoptions.forget([holder.id])
+        return why
+
+    async def create(self, rt: Runtime, node: str, spec: ContainerSpec,
+                     labels: dict[str, str]) -> ContainerState:
+        """``rt.run``; a name taken meanwhile (a restart racing someone) is cleared only when
+        ``clash`` allows it, else ``NameClash``."""
+        try:
+            return await rt.run(spec, labels)
+        except NameTaken as exc:
+            why = clash(node, exc.holder, self.owner, self.adopted)
+            if why is not None:
+                raise NameClash(why) from None
+            await rt.remove(exc.holder.id)
+            self.adoptions.forget([exc.holder.id])
+            return await rt.run(spec, labels)
