@@ -330,7 +330,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
         async with _opened(args, attach=True) as orch:
             run: Run | None = orch.run or orch.store.latest(orch.recipe.slug)
             if run is None:
-                raise SparkError(f"no run of {orch.recipe.slug} yet: start one with sparktui up")
+                raise SparkError(f"no run of {orch.recipe.slug} of yours yet{not_yours(orch)}: "
+                                 "start one with sparktui up")
             for info in orch.ranks:
                 if args.rank is not None and info.rank != args.rank:
                     continue
