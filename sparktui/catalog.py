@@ -1,18 +1,22 @@
 """The recipe catalog: every recipe of the recipes folders, loaded and linted on the cluster it
 would run on. What the console offers and what ``sparktui overview`` lists. Loading never
-raises: problems are part of the entry. No Textual here: the CLI imports it."""
+raises: problems are part of the entry (a file that is not UTF-8 included). A name found in an
+earlier folder hides the same name in later ones, and the entry says which files it hides. No
+Textual here: the CLI imports it."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sparktui.config import resolve_cluster
+from sparktui.config import resolve_cluster, shipped
 from sparktui.core.cluster import Cluster
 from sparktui.core.errors import ConfigError, Problem
 from sparktui.core.lints import errors, lint
 from sparktui.core.recipe import Recipe, list_recipes, load_recipe
+from sparktui.core.secrets import mask_source
 
 DEMO_RECIPE = "demo-tp4"
 
@@ -26,6 +30,36 @@ class RecipeInfo:
     recipe: Recipe | None = None
     cluster: Cluster | None = None
     problems: list[Problem] = field(default_factory=list)
+    hides: tuple[Path, ...] = ()
+    """Recipes of the same name in later folders, which this one hides (a ``./recipes`` copy of
+    a shipped recipe, say)."""
+
+    @property
+    def hides_shipped(self) -> Path | None:
+        """The shipped recipe of the same name that this one hides, if any."""
+        try:
+            root = shipped("recipes").resolve()
+        except OSError:
+            return None
+        return next((p for p in self.hides if p.resolve().is_relative_to(root)), None)
+
+    def hides_text(self, paths: bool = True) -> str:
+        """``hides the shipped demo-tp4 (/…/recipe.toml)``, or the other files it hides; "" if
+        none. Without ``paths`` (a narrow pane): only what it hides."""
+        if not self.hides:
+            return ""
+        shipped_one = self.hides_shipped
+        if shipped_one is not None:
+            return f"hides the shipped {self.slug}" + (f" ({shipped_one})" if paths else "")
+        if not paths:
+            return f"hides {len(self.hides)} other recipe(s) named {self.slug}"
+        return "hides " + ", ".join(str(p) for p in self.hides)
+
+    @functools.cached_property
+    def shown_text(self) -> str:
+        """The source as the recipe pane shows it: secret values masked as the plan masks them
+        (``HF_TOKEN = "********"``), everything else verbatim."""
+        return mask_source(self.text)
 
     @property
     def errors(self) -> list[Problem]:
@@ -50,9 +84,11 @@ class RecipeInfo:
 
 def load_info(slug: str, path: Path, folder: Path, cluster_path: Path | None) -> RecipeInfo:
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         return RecipeInfo(slug, path, folder, problems=[Problem(str(exc.strerror or exc), code="io")])
+    # shown even when it is not UTF-8 (load_recipe says where); never a crash of the whole list
+    text = raw.decode("utf-8", errors="replace")
     try:
         recipe = load_recipe(path)
     except ConfigError as exc:
@@ -65,12 +101,16 @@ def load_info(slug: str, path: Path, folder: Path, cluster_path: Path | None) ->
 
 
 def load_catalog(dirs: Sequence[Path], cluster_path: Path | None) -> list[RecipeInfo]:
-    """Every recipe of ``dirs``; a name found in an earlier folder hides later ones."""
+    """Every recipe of ``dirs``; a name found in an earlier folder hides later ones (the entry
+    lists what it hides)."""
     seen: dict[str, RecipeInfo] = {}
     for folder in dirs:
         for entry in list_recipes(folder):
-            if entry.slug not in seen:
+            first = seen.get(entry.slug)
+            if first is None:
                 seen[entry.slug] = load_info(entry.slug, entry.path, folder, cluster_path)
+            else:
+                seen[entry.slug] = replace(first, hides=(*first.hides, entry.path))
     return list(seen.values())
 
 

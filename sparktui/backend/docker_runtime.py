@@ -18,7 +18,14 @@ import docker.errors
 import docker.types
 import requests.exceptions
 
-from sparktui.backend.runtime import ContainerState, ImageMissing, LogChunk, RuntimeLost, Status
+from sparktui.backend.runtime import (
+    ContainerState,
+    ImageMissing,
+    LogChunk,
+    NameTaken,
+    RuntimeLost,
+    Status,
+)
 from sparktui.backend.transport import Transport
 from sparktui.core.plan import ContainerSpec
 
@@ -110,6 +117,7 @@ class DockerRuntime:
             exit_code=st.get("ExitCode") if status in ("exited", "dead") else None,
             started_at=st.get("StartedAt"), finished_at=st.get("FinishedAt"),
             labels=dict(a.get("Config", {}).get("Labels") or {}), image_id=a.get("Image"),
+            created_at=a.get("Created"),
         )
 
     async def find(self, labels: dict[str, str]) -> list[ContainerState]:
@@ -155,11 +163,31 @@ class DockerRuntime:
 
         def start(c: docker.DockerClient) -> ContainerState:
             self._ensure_image(c, spec.image)
-            with contextlib.suppress(docker.errors.NotFound):
-                old = c.containers.get(spec.name)
-                old.remove(force=True)
-            return self._state(c.containers.run(**kwargs))
+            self._name_free(c, spec.name)
+            try:
+                return self._state(c.containers.run(**kwargs))
+            except docker.errors.APIError as exc:
+                if exc.status_code == 409:  # created meanwhile, by another sparktui or by hand
+                    self._name_free(c, spec.name)
+                raise
         return await self._call(start)
+
+    def _by_name(self, c: docker.DockerClient, name: str) -> ContainerState | None:
+        try:
+            holder = self._state(c.containers.get(name))
+        except docker.errors.NotFound:
+            return None
+        return holder if holder.name == name else None  # get() also takes an id prefix
+
+    def _name_free(self, c: docker.DockerClient, name: str) -> None:
+        """``NameTaken`` when a container has ``name``: it may be another operator's, or one
+        sparktui never made; removing it is the caller's decision, never a side effect."""
+        holder = self._by_name(c, name)
+        if holder is not None:
+            raise NameTaken(self.transport.node.name, holder)
+
+    async def named(self, name: str) -> ContainerState | None:
+        return await self._call(lambda c: self._by_name(c, name))
 
     def _ensure_image(self, c: docker.DockerClient, image: str) -> None:
         """The image on the node, pulled if a registry has it; else ``ImageMissing``. (The SDK's

@@ -41,7 +41,7 @@ from sparktui.agents.local_shim import (
     with_pythonpath,
     write_json_atomic,
 )
-from sparktui.backend.runtime import ContainerState, LogChunk
+from sparktui.backend.runtime import ContainerState, LogChunk, NameTaken
 from sparktui.core.names import UnsafeName, child, is_safe
 from sparktui.core.plan import ContainerSpec
 
@@ -53,10 +53,6 @@ CHUNK_LINES = 2000
 SHIM_START_TIMEOUT_S = 30.0
 # After SIGKILL, how long the supervisor gets to notice and record the exit itself.
 KILL_GRACE_S = 5.0
-
-
-class RankConflict(RuntimeError):
-    """A running rank already has the name a new one asks for."""
 
 
 def pid_alive(pid: int | None, start: int | None) -> bool:
@@ -134,6 +130,12 @@ class LocalRuntime:
     async def inspect(self, container_id: str) -> ContainerState:
         return self._inspect(container_id)
 
+    async def named(self, name: str) -> ContainerState | None:
+        for container_id, meta in self._metas():
+            if meta.get("name") == name:
+                return self._state(container_id, meta)
+        return None
+
     def _inspect(self, container_id: str) -> ContainerState:
         meta = _read_json(self._dir(container_id) / META)
         if meta is None:
@@ -151,6 +153,7 @@ class LocalRuntime:
             "labels": {str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
             "image_id": IMAGE_ID,
             "started_at": started_at,
+            "created_at": meta.get("created_at"),
         }
         if done is not None:
             code = done.get("exit_code")
@@ -179,16 +182,12 @@ class LocalRuntime:
     async def run(self, spec: ContainerSpec, extra_labels: dict[str, str]) -> ContainerState:
         """Start ``spec`` as a detached local process; returns once it has started (or failed to).
 
-        A stopped rank with the same name is removed first, as ``docker rm`` would be needed;
-        a running one is an error naming it.
+        A rank that already has the name, running or not, is ``NameTaken``, as in docker: the
+        caller removes it when it is its own.
         """
-        for container_id, meta in self._metas():
-            if meta.get("name") != spec.name:
-                continue
-            state = self._state(container_id, meta)
-            if state.running:
-                raise RankConflict(f"local rank {spec.name!r} is already running as {container_id}")
-            await self.remove(container_id)
+        holder = await self.named(spec.name)
+        if holder is not None:
+            raise NameTaken("local", holder)
 
         container_id = ID_PREFIX + secrets.token_hex(6)
         self.state_dir.mkdir(parents=True, exist_ok=True)

@@ -32,6 +32,15 @@ from sparktui.backend.imagesync import (
     sync_image,
 )
 from sparktui.backend.local_runtime import LocalRuntime
+from sparktui.backend.owners import (
+    Held,
+    HeldElsewhere,
+    NameClash,
+    Names,
+    held_detail,
+    held_notice,
+    mine,
+)
 from sparktui.backend.runtime import ContainerState, ImageMissing, Runtime, RuntimeLost
 from sparktui.backend.smoke import SmokeResult, smoke
 from sparktui.backend.staging import Stager, StagingResult
@@ -41,6 +50,7 @@ from sparktui.core.checks import BootChecks, Check
 from sparktui.core.cluster import Cluster, Node
 from sparktui.core.errors import sentence
 from sparktui.core.names import UnsafeName, is_safe
+from sparktui.core.ownership import Adoptions, default_owner, owner_name, owner_of
 from sparktui.core.plan import LABEL_CLUSTER, LABEL_PLAN, LABEL_RANK, LABEL_RECIPE, Plan
 from sparktui.core.ranks import RankInfo, first_failures
 from sparktui.core.recipe import Recipe
@@ -81,6 +91,12 @@ class Orchestrator:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._closed = False
         self._sampler: Sampler | None = None
+        self.owner = cluster.owner or default_owner()
+        self.adoptions = Adoptions(state_root)
+        self._adopted: set[str] = set()  # container ids this owner took over (adopted.json)
+        self.held: list[Held] = []
+        """Other owners' containers of this recipe, as the last attach found them: shown, never
+        touched without ``adopt``."""
 
     # -- what listeners and callers read -----------------------------------------------------
     @property
@@ -135,30 +151,51 @@ class Orchestrator:
     def labels(self) -> dict[str, str]:
         return {LABEL_RECIPE: self.recipe.slug, LABEL_CLUSTER: self.cluster.name}
 
-    async def _find(self, info: RankInfo) -> ContainerState | None:
+    async def _find(self, info: RankInfo) -> tuple[ContainerState | None, list[ContainerState]]:
+        """The rank's container of this operator (own label or adopted; running first, then
+        the newest), and those of other owners."""
         rt = self.runtimes[info.node.name]
         found = await rt.find({**self.labels(), LABEL_RANK: str(info.rank)})
         found.sort(key=lambda c: (c.running, c.started_at or ""), reverse=True)
-        return found[0] if found else None
+        own = [c for c in found if mine(c, self.owner, self._adopted)]
+        return (own[0] if own else None), [c for c in found if c not in own]
 
     async def doctor(self) -> list[Finding]:
         """Preflight every node at once: SSH, Docker, image, HF snapshot, disk, port, NICs, GPUs."""
         return await doctor(self.plan, self.nodes, self.transports, self.runtimes)
 
     # -- attach ----------------------------------------------------------------------------
-    async def attach(self, follow: bool = True) -> bool:
-        """Find this recipe's containers on every node; True when any exist. Reattaching never
-        relaunches anything."""
+    async def attach(self, follow: bool = True, adopt: bool = False,
+                     say_held: bool = True) -> bool:
+        """Find this operator's containers of this recipe on every node; True when any exist.
+        Other owners' containers are listed in ``held`` (and said in a notice and in their
+        ranks' details), not attached; with ``adopt`` a rank that has none of the operator's own
+        takes another owner's, and it counts as the operator's from then on. Reattaching never
+        relaunches anything. ``say_held``: False when the caller says it itself (``up``)."""
+        self._adopted = self.adoptions.adopted_by(self.owner)
         states = await asyncio.gather(*(self._find(info) for info in self.ranks),
                                       return_exceptions=True)
         run_ids: set[str] = set()
         found = False
-        for info, st in zip(self.ranks, states, strict=True):
-            if isinstance(st, BaseException):
-                info.detail = str(st)
-                self.board.notice("error", f"rank {info.rank} ({info.node.name}): {st}")
+        self.held = []
+        for info, res in zip(self.ranks, states, strict=True):
+            if isinstance(res, BaseException):
+                info.detail = str(res)
+                self.board.notice("error", f"rank {info.rank} ({info.node.name}): {res}")
                 continue
+            st, others = res
+            if st is None and others and adopt:
+                st, others = others[0], others[1:]
+                self.adoptions.add(st.id, owner_of(st.labels), self.owner)
+                self._adopted.add(st.id)
+                self.board.notice("info", f"rank {info.rank} ({info.node.name}): took over "
+                                          f"container {st.name} of {owner_name(owner_of(st.labels))}")
+            held = [Held(info.rank, info.node.name, c) for c in others]
+            self.held += held
             if st is None:
+                if held and info.state == "pending":
+                    info.detail = held_detail(held[0])
+                    self.board.announce(info)
                 continue
             found = True
             info.observe(st.id, st.running, st.exit_code)
@@ -177,6 +214,9 @@ class Orchestrator:
                     "warning", f"rank {info.rank} runs plan {st.labels.get(LABEL_PLAN)}, but the "
                     f"recipe on disk plans {self.plan.plan_hash}: the recipe changed since launch "
                     "(restart the ranks to apply it)")
+        if self.held and say_held:
+            self.board.notice("warning", held_notice(self.recipe.slug, self.cluster.name,
+                                                     self.owner, self.held))
         if not found:
             return False
         run_id = sorted(run_ids)[-1] if run_ids else None
@@ -278,12 +318,19 @@ class Orchestrator:
                 await transports[node.name].close()
 
     # -- launch ----------------------------------------------------------------------------
-    async def up(self, image_check: bool = True) -> None:
+    async def up(self, image_check: bool = True, adopt: bool = False) -> None:
         """Launch every rank (workers first by default). Ranks already running are reattached,
-        not relaunched. Before anything starts, the image must be the same build on every node
-        (``image_check``): else ``ImageMismatch``, which names the nodes."""
-        if await self.attach(follow=False) and any(
-                r.state in ("booting", "ready") for r in self.ranks):
+        not relaunched. Another owner's containers of this recipe stop it (``HeldElsewhere``,
+        which says whose) unless ``adopt``: then they are taken over (reattached if running).
+        Before anything starts, the image must be the same build on every node
+        (``image_check``; else ``ImageMismatch``, which names the nodes), and every rank's
+        container name must be free or held by the operator's own stopped container (else
+        ``NameClash``, which names each)."""
+        attached = await self.attach(follow=False, adopt=adopt, say_held=False)
+        blocking = [h for h in self.held if not self.ranks[h.rank].has_container]
+        if blocking:
+            raise HeldElsewhere(self.recipe.slug, self.cluster.name, self.owner, blocking)
+        if attached and any(r.state in ("booting", "ready") for r in self.ranks):
             self.board.notice("info", "ranks are already running: reattached, nothing relaunched")
             self.start_following()
             return
@@ -291,6 +338,7 @@ class Orchestrator:
             check = await self.check_images()
             if not check.ok:
                 raise ImageMismatch(check, self.recipe.slug)
+        await self._free_names()
         run = self.store.create(self.recipe.slug)
         run.write_plan(self.plan)
         run.event("up", plan_hash=self.plan.plan_hash, cluster=self.cluster.name)
@@ -319,13 +367,26 @@ class Orchestrator:
         await self._launch_in_order(self.ranks)
         self._start_background()
 
+    async def _free_names(self) -> None:
+        """Before ``up`` starts anything: every rank's container name is free, or made free
+        (``owners.Names``); else ``NameClash`` naming each, and nothing starts."""
+        names = self._names()
+        whys = await asyncio.gather(*(
+            names.clear(self.runtimes[i.node.name], i.node.name,
+                        self.plan.ranks[i.rank].container.name) for i in self.ranks))
+        if any(whys):
+            raise NameClash("; ".join(w for w in whys if w) + "; nothing was started")
+
+    def _names(self) -> Names:
+        return Names(self.owner, self._adopted, self.adoptions)
+
     async def _launch(self, info: RankInfo) -> None:
         run = self.run
         assert run is not None
-        spec = self.plan.ranks[info.rank].container
         self.board.set_state(info, "creating")
         try:
-            st = await self.runtimes[info.node.name].run(spec, {LABEL_RUN: run.id})
+            st = await self._names().create(self.runtimes[info.node.name], info.node.name,
+                                            self.plan.ranks[info.rank].container, {LABEL_RUN: run.id})
         except Exception as exc:
             why = sentence(exc)
             if isinstance(exc, ImageMissing):
@@ -390,6 +451,8 @@ class Orchestrator:
     async def _own_run(self) -> Run:
         """The run to act on (found by attaching if need be), locked by this process."""
         if self.run is None and not await self.attach(follow=False):
+            if self.held:
+                raise HeldElsewhere(self.recipe.slug, self.cluster.name, self.owner, self.held)
             raise RuntimeError("nothing is running for this recipe")
         run = self.run
         assert run is not None
@@ -412,6 +475,7 @@ class Orchestrator:
             return old
 
         olds = await asyncio.gather(*(stop(info) for info in infos))
+        self.adoptions.forget([old for old in olds if old])  # the new ones carry our label
         for info, old in zip(infos, olds, strict=True):
             info.restarts += 1
             run.event("restart", rank=info.rank, old=old, group=len(infos) > 1, how=how)
@@ -432,10 +496,11 @@ class Orchestrator:
         for group in groups:
             await asyncio.gather(*(self._launch(info) for info in group))
 
-    async def down(self) -> None:
-        """Stop and remove every rank's container (all nodes at once)."""
-        if self.run is None:
-            await self.attach(follow=False)
+    async def down(self, adopt: bool = False) -> None:
+        """Stop and remove this operator's container of every rank (all nodes at once);
+        another owner's only with ``adopt``."""
+        if self.run is None or adopt:
+            await self.attach(follow=False, adopt=adopt)
 
         async def one(info: RankInfo) -> None:
             if not info.has_container:
@@ -450,6 +515,7 @@ class Orchestrator:
                 self.board.notice("error", f"rank {info.rank} ({info.node.name}): {sentence(exc)}")
                 return
             info.removed = True
+            self.adoptions.forget([info.container_id])
             self.board.set_state(info, "stopped", "removed by down")
         await asyncio.gather(*(one(i) for i in self.ranks))
         if self.run is not None:

@@ -24,6 +24,7 @@ class ContainerState:
     finished_at: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     image_id: str | None = None
+    created_at: str | None = None  # RFC 3339 UTC: since when it is there (whose run, since when)
 
     @property
     def running(self) -> bool:
@@ -50,9 +51,16 @@ class Runtime(Protocol):
 
     async def find(self, labels: dict[str, str]) -> list[ContainerState]: ...
 
-    async def run(self, spec: ContainerSpec, extra_labels: dict[str, str]) -> ContainerState: ...
+    async def run(self, spec: ContainerSpec, extra_labels: dict[str, str]) -> ContainerState:
+        """Create and start ``spec``. A container that already has its name is never removed
+        here: ``NameTaken`` names it, and the caller decides (its own: remove, then run again)."""
+        ...
 
     async def inspect(self, container_id: str) -> ContainerState: ...
+
+    async def named(self, name: str) -> ContainerState | None:
+        """The container that has this name, whoever made it; None when the name is free."""
+        ...
 
     async def stop(self, container_id: str, timeout: float = 10.0) -> None: ...
 
@@ -67,6 +75,16 @@ class Runtime(Protocol):
 
 class RuntimeLost(Exception):
     """The engine (or the connection to it) went away; reconnect and resume."""
+
+
+class NameTaken(SparkError):
+    """The name a new rank asks for is held by a container that exists (running or not)."""
+
+    def __init__(self, node: str, holder: ContainerState) -> None:
+        self.node = node
+        self.holder = holder
+        super().__init__(f"container name {holder.name} is taken on node {node} "
+                         f"(container {holder.id[:12]}, {holder.status})")
 
 
 class ImageMissing(SparkError):

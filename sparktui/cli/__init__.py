@@ -138,6 +138,7 @@ def _cluster_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                    default="workers-first")
     p.add_argument("--no-image-check", action="store_true",
                    help="start even when the image is missing on a node or differs across nodes")
+    _adopt(p, "reattach to another owner's run of this recipe (or replace its stopped containers)")
     p.set_defaults(func=Verb("ops", "cmd_up"))
 
     p = sub.add_parser("status", help="per rank: state, container, checks, health, restarts")
@@ -154,6 +155,9 @@ def _cluster_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                         "!REGEX: only lines NOT matching")
     p.add_argument("--since", metavar="DURATION", help="only lines newer than this (10m, 90s)")
     p.add_argument("--timestamps", "-t", action="store_true")
+    p.add_argument("--raw", action="store_true",
+                   help="write the lines as the engine wrote them, escape sequences included "
+                        "(default: control characters other than tab shown as \\x1b)")
     p.set_defaults(func=Verb("ops", "cmd_logs"))
 
     p = sub.add_parser("restart", help="replace one rank's container (--rank N) or every rank's "
@@ -164,6 +168,7 @@ def _cluster_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     which.add_argument("--group", action="store_true",
                        help="every rank of the group: stopped, then launched again, workers first")
     p.add_argument("--wait", action="store_true")
+    _adopt(p, "restart another owner's containers of this recipe; the new ones are yours")
     p.set_defaults(func=Verb("ops", "cmd_restart"))
 
     p = sub.add_parser("smoke", help="one streamed chat completion to the head: TTFT and tokens/s")
@@ -172,9 +177,16 @@ def _cluster_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=Verb("ops", "cmd_smoke"))
 
-    p = sub.add_parser("down", help="stop and remove every rank's container")
+    p = sub.add_parser("down", help="stop and remove every rank's container (your own)")
     _common(p)
+    _adopt(p, "remove another owner's containers of this recipe too")
     p.set_defaults(func=Verb("ops", "cmd_down"))
+
+
+def _adopt(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--adopt", action="store_true",
+                   help=f"take over another owner's containers: {what} (containers carry their "
+                        "owner; sparktui otherwise acts only on yours)")
 
 
 @functools.cache

@@ -16,6 +16,7 @@ from rich.progress import TaskID
 
 from sparktui.backend.events import Event, LogBatch, NodeChanged, Notice, RankChanged, StagingProgress
 from sparktui.backend.orchestrator import LaunchOrder, Orchestrator
+from sparktui.backend.owners import held_groups
 from sparktui.backend.sshaccess import access_problems
 from sparktui.backend.watchdog import summary as watchdog_summary
 from sparktui.cli import exits, render
@@ -213,7 +214,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                 for reason in unreachable.values():
                     err.print(plain(("error", "red"), f": {reason}"))
                 return exits.FAILED
-            await orch.up(image_check=not args.no_image_check)
+            await orch.up(image_check=not args.no_image_check, adopt=args.adopt)
             assert orch.run is not None
             err.print(plain(f"run {orch.run.id} · logs in {orch.run.dir}"))
             if not args.wait:
@@ -236,7 +237,7 @@ async def _opened(args: argparse.Namespace, on_event: Callable[[Event], None] | 
             unreachable = await orch.connect()
             for reason in unreachable.values():
                 err.print(plain(("warning", "yellow"), f": {reason}"))
-            await orch.attach(follow=False)
+            await orch.attach(follow=False, adopt=getattr(args, "adopt", False))
             await orch.catch_up()
         warnings.active = False
         yield orch
@@ -256,6 +257,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                     "plan_hash": orch.plan.plan_hash, "ranks": rows,
                     "checks": render.checks_json(orch.checks),
                     "watchdog": watchdog_summary(orch.run, orch.recipe.spec.restart),
+                    "owner": orch.owner, "held": [h.to_json() for h in orch.held],
                     "nodes": [{"node": t.node, "status": t.status, "detail": t.detail,
                                "warnings": t.warnings,
                                "sample": t.sample.to_json() if t.sample else None} for t in nodes],
@@ -263,6 +265,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                 return 0
             out.print(render.status_table(
                 f"{orch.recipe.title} · run {orch.run.id if orch.run else '-'}", rows))
+            for phrase in held_groups(orch.held):
+                out.print(plain(("not yours", "yellow"), f": {phrase}; --adopt takes them over"))
             if orch.run is not None:
                 out.print(plain(f"boot checks: {render.checks_count(orch.checks)}"))
                 for line in render.check_failures(orch.checks):
@@ -303,9 +307,11 @@ def _since_cutoff(since: str | None) -> str | None:
     return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _print_line(rank: int, ts: str, text: str, show_ts: bool) -> None:
+def _print_line(rank: int, ts: str, text: str, show_ts: bool, raw: bool) -> None:
+    """One log line. A container's text may hold escape sequences (a retitled terminal, an
+    OSC 8 link, a cleared screen): they are written out as ``\\x1b`` unless ``raw``."""
     stamp = f"{ts[11:23]} " if show_ts else ""
-    sys.stdout.write(f"r{rank} {stamp}{text}\n")
+    sys.stdout.write(f"r{rank} {stamp}{text if raw else visible(text)}\n")
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
@@ -323,13 +329,14 @@ def cmd_logs(args: argparse.Namespace) -> int:
         async with _opened(args, attach=True) as orch:
             run: Run | None = orch.run or orch.store.latest(orch.recipe.slug)
             if run is None:
-                raise SparkError(f"no run of {orch.recipe.slug} yet: start one with sparktui up")
+                raise SparkError(f"no run of {orch.recipe.slug} of yours yet{not_yours(orch)}: "
+                                 "start one with sparktui up")
             for info in orch.ranks:
                 if args.rank is not None and info.rank != args.rank:
                     continue
                 for _no, ts, text in run.log(info.rank).read():
                     if wanted(info.rank, ts, text):
-                        _print_line(info.rank, ts, text, args.timestamps)
+                        _print_line(info.rank, ts, text, args.timestamps, args.raw)
             sys.stdout.flush()
             if not args.follow:
                 return 0
@@ -338,7 +345,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
                 if isinstance(event, LogBatch):
                     for _no, ts, text in event.lines:
                         if wanted(event.rank, ts, text):
-                            _print_line(event.rank, ts, text, args.timestamps)
+                            _print_line(event.rank, ts, text, args.timestamps, args.raw)
                     sys.stdout.flush()
             orch.subscribe(live)
             orch.start_following()
@@ -350,6 +357,14 @@ def cmd_logs(args: argparse.Namespace) -> int:
         return 0
 
 
+def not_yours(orch: Orchestrator) -> str:
+    """What a sentence about the operator's own containers adds when another owner's are
+    there: whose, since when, and the way to take them over."""
+    if not orch.held:
+        return ""
+    return f" (containers of {'; '.join(held_groups(orch.held))} are there: --adopt takes them over)"
+
+
 def cmd_restart(args: argparse.Namespace) -> int:
     async def go() -> int:
         async with _opened(args, attach=True) as orch:
@@ -357,7 +372,8 @@ def cmd_restart(args: argparse.Namespace) -> int:
             started = time.monotonic()
             if args.group:
                 if not any(info.has_container for info in orch.ranks):
-                    raise SparkError("nothing of this recipe has a container; start it with up")
+                    raise SparkError("nothing of this recipe has a container of yours"
+                                     f"{not_yours(orch)}; start it with up")
                 await orch.restart_group()
                 err.print(plain(f"every rank replaced in {time.monotonic() - started:.1f} s"))
             else:
@@ -365,7 +381,8 @@ def cmd_restart(args: argparse.Namespace) -> int:
                     raise exits.UsageError(f"rank {args.rank} does not exist "
                                            f"(0-{len(orch.ranks) - 1})")
                 if not orch.ranks[args.rank].has_container:
-                    raise SparkError(f"rank {args.rank} has no container; start the recipe with up")
+                    raise SparkError(f"rank {args.rank} has no container of yours{not_yours(orch)}; "
+                                     "start the recipe with up")
                 await orch.restart(args.rank)
                 err.print(plain(f"rank {args.rank} replaced in {time.monotonic() - started:.1f} s"))
             if args.wait:
@@ -378,7 +395,7 @@ def cmd_down(args: argparse.Namespace) -> int:
     async def go() -> int:
         async with _opened(args, attach=True) as orch:
             orch.subscribe(EventPrinter())  # after attaching: what it finds is not news
-            await orch.down()
+            await orch.down(adopt=args.adopt)
             return 0
     return _run(go())
 

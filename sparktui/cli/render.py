@@ -165,9 +165,13 @@ def catalog_line(info: RecipeInfo) -> Text:
     text = Text("  ")
     if info.recipe is None or info.cluster is None:
         text.append("✗", style="red")
-        text.append_text(plain(f" {info.slug}: {len(info.problems)} problem(s); run: sparktui "
-                               f"validate {info.slug}"))
-        return text
+        first = info.problems[0] if info.problems else None
+        said = f"{first.location()}: {first.message}" if first else "cannot be loaded"
+        if len(info.problems) > 1:
+            said = (f"{len(info.problems)} problem(s); run: sparktui validate {info.slug}; "
+                    f"the first: {said}")
+        text.append_text(plain(f" {info.slug}: {said}"))
+        return _hides(text, info)
     if info.errors:
         text.append("✗", style="red")
     else:
@@ -175,6 +179,13 @@ def catalog_line(info: RecipeInfo) -> Text:
     spec = info.recipe.spec
     text.append_text(plain(f" {info.slug}: {info.recipe.title} · {spec.engine} · "
                            f"{spec.required_nodes} nodes on cluster {info.cluster.name!r}"))
+    return _hides(text, info)
+
+
+def _hides(text: Text, info: RecipeInfo) -> Text:
+    """A recipe that hides another of its name (a ``./recipes`` copy of a shipped one) says so."""
+    if info.hides:
+        text.append_text(plain((f" · {info.hides_text()}", "yellow")))
     return text
 
 

@@ -9,7 +9,7 @@ import asyncio
 import signal
 
 from sparktui.backend.watchdog import Watchdog, budget_text
-from sparktui.cli.ops import EventPrinter, _opened, _run, err
+from sparktui.cli.ops import EventPrinter, _opened, _run, err, not_yours
 from sparktui.cli.render import plain
 from sparktui.core.errors import SparkError
 
@@ -22,7 +22,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 raise SparkError(f"{orch.recipe.slug} has no restart policy: add [restart] "
                                  'policy = "group" to the recipe (max, window, smoke_every optional)')
             if not any(info.has_container for info in orch.ranks) or orch.run is None:
-                raise SparkError(f"nothing of {orch.recipe.slug} is running: start it with sparktui up")
+                raise SparkError(f"nothing of {orch.recipe.slug} is running as yours{not_yours(orch)}: "
+                                 "start it with sparktui up")
             orch.subscribe(EventPrinter())
             orch.start_following()
             if not orch.following:

@@ -7,6 +7,7 @@ machine, as many local nodes as the recipe needs, rank processes instead of cont
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
@@ -15,6 +16,7 @@ from pydantic import AfterValidator, Field, ValidationError, field_validator, mo
 
 from sparktui.core.errors import ClusterError, Problem, user_home
 from sparktui.core.limits import MAX_NODES
+from sparktui.core.ownership import MAX_OWNER, OWNER_PATTERN, default_owner
 from sparktui.core.tomlsource import TomlSource, parse_toml, read_toml
 from sparktui.core.units import parse_duration
 from sparktui.core.validation import StrictModel, problems_from
@@ -123,6 +125,10 @@ class ClusterSpec(StrictModel):
 
     name: str = Field(pattern=NAME_PATTERN, max_length=128)
     kind: Literal["ssh", "local"] = "ssh"
+    owner: str | None = Field(
+        default=None, max_length=MAX_OWNER,
+        description="Who the containers sparktui starts belong to (their sparktui.owner label); "
+                    "default: your user@machine. Other owners' containers are left alone")
     hf_cache: NodePath | None = Field(
         default=None, description="HF cache folder on the nodes, absolute (a node may override it)")
     dist_init_port: int = Field(default=25000, ge=1, le=65535)
@@ -130,6 +136,14 @@ class ClusterSpec(StrictModel):
     docker: DockerSettings = Field(default_factory=DockerSettings)
     health: HealthSettings = Field(default_factory=HealthSettings)
     nodes: list[NodeSpec] = Field(min_length=1, max_length=MAX_NODES)
+
+    @field_validator("owner")
+    @classmethod
+    def _owner(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(OWNER_PATTERN, value):
+            raise ValueError(f"{value[:200]!r} is no owner name: write letters, digits and . _ @ + -, "
+                             "starting with a letter or digit (for example alice@jumphost)")
+        return value
 
     @model_validator(mode="after")
     def _unique_names(self) -> ClusterSpec:
@@ -165,6 +179,7 @@ class Cluster:
     nodes: tuple[Node, ...]
     path: Path | None = None
     health_interval: float | None = None  # [health] interval in seconds; None: not set here
+    owner: str = ""  # the sparktui.owner label of what this operator starts (default_owner())
     source: TomlSource | None = field(default=None, compare=False, repr=False)  # for sentences
 
     @property
@@ -224,7 +239,7 @@ def _resolve(spec: ClusterSpec, path: Path | None, source: TomlSource | None = N
         ))
     return Cluster(name=spec.name, kind=spec.kind, dist_init_port=spec.dist_init_port,
                    nodes=tuple(nodes), path=path, health_interval=spec.health.interval_s,
-                   source=source)
+                   owner=spec.owner or default_owner(), source=source)
 
 
 def cluster_from_source(source: TomlSource) -> Cluster:

@@ -14,6 +14,7 @@ from typing import Any
 
 from sparktui.core.cluster import Cluster, Node
 from sparktui.core.engines import FATAL_LINES, Launch, engine
+from sparktui.core.ownership import LABEL_OWNER
 from sparktui.core.placeholders import substitute
 from sparktui.core.recipe import HF_CACHE_IN_CONTAINER, CheckSpec, Recipe
 from sparktui.core.secrets import Conceal, Redactor, SecretRules, keyed, masked, shown
@@ -374,6 +375,7 @@ def build_plan(recipe: Recipe, cluster: Cluster, secret_key: bytes | None = None
         distributed_backend=spec.distributed_backend,
     )
     digest = plan_hash(plan.to_json(conceal=keyed(secret_key) if secret_key else masked))
-    for r in ranks:
+    for r in ranks:  # after the hash: who starts a plan does not change what it runs
         r.container.labels[LABEL_PLAN] = digest
+        r.container.labels[LABEL_OWNER] = cluster.owner
     return Plan(**{**plan.__dict__, "plan_hash": digest})

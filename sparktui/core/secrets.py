@@ -13,6 +13,7 @@ import contextlib
 import functools
 import hashlib
 import hmac
+import json
 import os
 import re
 import secrets as _random
@@ -21,8 +22,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sparktui.core.errors import Problem
+from sparktui.core.errors import ConfigError, Problem
 from sparktui.core.names import UnsafeName, child
+from sparktui.core.tomlsource import parse_toml
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASS", "AUTH", "CREDENTIAL")
 MASK = "********"
@@ -221,3 +223,77 @@ def plan_key(state_root: Path, cluster: str) -> bytes:
             os.link(tmp, path)  # another process was first: use its key
         tmp.unlink()
     raise OSError(f"cannot create the plan key {path}")
+
+
+# -- a recipe's source, as a view shows it ----------------------------------------------------
+
+def _toml_string(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)  # a JSON string is a TOML basic string
+
+
+def mask_source(text: str) -> str:
+    """A recipe's TOML source with every secret value masked in place (``HF_TOKEN =
+    "********"``, ``"--api-key=********"``) by the rules the plan masks with, and every other
+    occurrence of a secret value (a comment, another key) masked as free text; the rest verbatim.
+    A source that does not parse gets the built-in rules line by line."""
+    try:
+        source = parse_toml(text)
+    except ConfigError:
+        return _mask_unparsed(text)
+    data = source.data
+    rules = _raw_rules(data)
+    argvs = {key: _raw_argv(data.get(key)) for key in ("args", "entrypoint")}
+    positions = {key: rules.arg_positions(argv) for key, argv in argvs.items()}
+    edits: list[tuple[int, int, str]] = []
+    for path, (start, end) in source.spans.items():
+        if len(path) != 2:
+            continue
+        head, item = path
+        if head == "env" and isinstance(item, str) and rules.env_secret(item):
+            shown = MASK
+        elif head in positions and isinstance(item, int) and item in positions[str(head)]:
+            token = argvs[str(head)][item]
+            shown = token[:positions[str(head)][item]] + MASK
+        else:
+            continue
+        lines = source.text.count("\n", start, end)  # keep the line numbers problems point at
+        edits.append((start, end, _toml_string(shown) + "\n" * lines))
+    masked_text = source.text
+    for start, end, new in sorted(edits, reverse=True):
+        masked_text = masked_text[:start] + new + masked_text[end:]
+    return _redactor(data).text(masked_text)
+
+
+_STRING = r"""("(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
+_KEY_VALUE = re.compile(r"""(?<![\w.-])(["']?)([A-Za-z_][\w-]*)\1(\s*=\s*)""" + _STRING[:-1]
+                        + r"""|[^\s,#}\]"']+)""")
+_FLAG_EQ = re.compile(r"""(["'])(--[\w-]+)=([^"'\n]*)\1""")
+_FLAG_NEXT = re.compile(r"""(["'])(--[\w-]+)\1(\s*,\s*)""" + _STRING)
+
+
+def _mask_unparsed(text: str) -> str:
+    """Best effort for a source TOML cannot read: ``NAME = value`` with a secret-looking name,
+    ``"--api-key=value"`` and ``"--api-key", "value"``; then those values wherever else they
+    appear."""
+    found: list[str] = []
+
+    def key(m: re.Match[str]) -> str:
+        if not is_secret(m.group(2)):
+            return m.group(0)
+        found.append(m.group(4).strip("\"'"))
+        return f"{m.group(1)}{m.group(2)}{m.group(1)}{m.group(3)}\"{MASK}\""
+
+    def flag_eq(m: re.Match[str]) -> str:
+        if not is_secret_flag(m.group(2)) or not m.group(3):
+            return m.group(0)
+        found.append(m.group(3))
+        return f"{m.group(1)}{m.group(2)}={MASK}{m.group(1)}"
+
+    def flag_next(m: re.Match[str]) -> str:
+        if not is_secret_flag(m.group(2)):
+            return m.group(0)
+        found.append(m.group(4).strip("\"'"))
+        return f"{m.group(1)}{m.group(2)}{m.group(1)}{m.group(3)}\"{MASK}\""
+
+    masked_text = _FLAG_NEXT.sub(flag_next, _FLAG_EQ.sub(flag_eq, _KEY_VALUE.sub(key, text)))
+    return Redactor(found).text(masked_text)

@@ -1,7 +1,8 @@
 """TOML files with the line of every key, so errors can point at the line to fix.
 
 ``tomllib`` gives values but no positions. After it has accepted a file, a small scanner
-walks the same text and records where each key, table and array element starts. It trusts
+walks the same text and records where each key, table and array element starts (and where
+each string or other single value stands, so a view can mask one in place). It trusts
 the text to be valid TOML (tomllib said so) and never raises on odd input: a position it
 cannot find is simply not recorded.
 """
@@ -51,6 +52,9 @@ class TomlSource:
     text: str
     path: Path | None = None
     positions: dict[KeyPath, tuple[int, int]] = field(default_factory=dict)
+    spans: dict[KeyPath, tuple[int, int]] = field(default_factory=dict)
+    """Offsets ``[start, end)`` in ``text`` of each string, number, boolean or date value, quotes
+    included (not of arrays and inline tables)."""
 
     @functools.cached_property
     def display(self) -> str | None:
@@ -107,10 +111,12 @@ def parse_toml(text: str, path: Path | None = None, error: type[ConfigError] = C
         raise error([Problem(f"a number sparktui cannot read: {sentence(exc)}", line=line,
                              code="limit", file=where)]) from None
     source = TomlSource(data=data, text=text, path=path)
+    scanner = _Scanner(text)
     try:
-        source.positions = _Scanner(text).scan()
+        source.positions = scanner.scan()
+        source.spans = scanner.spans
     except Exception:  # the scanner is best effort; a missing line is not worth a crash
-        source.positions = {}
+        source.positions, source.spans = {}, {}
     over = data_problems(data)
     if over:
         raise error([source.problem(key, message, code="limit") for key, message in over])
@@ -212,6 +218,7 @@ class _Scanner:
         self.out: dict[KeyPath, tuple[int, int]] = {}
         self.aot: dict[tuple[str, ...], int] = {}
         self.defined: list[tuple[KeyPath, tuple[int, int]]] = []  # every key and header, in order
+        self.spans: dict[KeyPath, tuple[int, int]] = {}  # where each single value stands
 
     # -- low level ---------------------------------------------------------------------
     def pos(self) -> tuple[int, int]:
@@ -303,8 +310,10 @@ class _Scanner:
     def read_value(self, path: KeyPath) -> None:
         self.skip_ws()
         c = self.peek()
+        start = self.i
         if c in "\"'":
             self.read_string()
+            self.spans.setdefault(path, (start, self.i))
         elif c == "[":
             self.advance()
             index = 0
@@ -343,6 +352,7 @@ class _Scanner:
         else:
             while self.i < self.n and self.peek() not in ",]}\n#":
                 self.advance()
+            self.spans.setdefault(path, (start, len(self.s[start:self.i].rstrip()) + start))
 
     def header_path(self, keys: list[str]) -> KeyPath:
         out: list[str | int] = []

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from sparktui.agents.local_shim import MAX_LINE_BYTES, proc_start, proc_stat
-from sparktui.backend.local_runtime import LocalRuntime, RankConflict, pid_alive
-from sparktui.backend.runtime import ContainerState, LogChunk
+from sparktui.backend.local_runtime import LocalRuntime, pid_alive
+from sparktui.backend.runtime import ContainerState, LogChunk, NameTaken
 from sparktui.core.plan import ContainerSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -269,11 +269,21 @@ async def test_env_labels_and_interpreter(rt: LocalRuntime) -> None:
 
 
 async def test_name_conflict_replace_and_remove(rt: LocalRuntime) -> None:
-    first = await rt.run(make_spec("same", TICKER), {})
-    with pytest.raises(RankConflict, match="'same'"):
+    """A taken name is ``NameTaken``, running or not: the runtime never removes a rank to make
+    room (whose it is decides, in the Orchestrator); once removed, the name is free."""
+    first = await rt.run(make_spec("same", TICKER), {"sparktui.owner": "a@x"})
+    assert (await rt.named("same")) == await rt.inspect(first.id)
+    assert first.created_at and first.created_at.endswith("Z")
+    with pytest.raises(NameTaken, match="container name same is taken") as taken:
         await rt.run(make_spec("same", TICKER), {})
+    assert taken.value.holder.id == first.id and taken.value.holder.labels == {"sparktui.owner": "a@x"}
 
     await rt.stop(first.id, timeout=5)
+    with pytest.raises(NameTaken, match="exited"):
+        await rt.run(make_spec("same", TICKER), {})
+    assert (await rt.inspect(first.id)).status == "exited"
+    await rt.remove(first.id)
+    assert await rt.named("same") is None
     second = await rt.run(make_spec("same", "print('again')"), {})
     assert second.id != first.id
     assert (await rt.inspect(first.id)).status == "missing"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
 from sparktui.catalog import default_slug, load_catalog
 from sparktui.cli import main
+from sparktui.config import shipped as shipped_folder
 from tests.conftest import CLUSTER4, RECIPES
 
 
@@ -32,7 +34,10 @@ def test_catalog_an_earlier_folder_hides_a_later_recipe_of_the_same_name(tmp_pat
     (tmp_path / "demo-tp4" / "recipe.toml").write_text('engine = "sglang"\nport = "x"\n')
     infos = load_catalog([tmp_path, RECIPES], CLUSTER4)
     assert [i.slug for i in infos].count("demo-tp4") == 1
-    assert next(i for i in infos if i.slug == "demo-tp4").folder == tmp_path
+    demo = next(i for i in infos if i.slug == "demo-tp4")
+    assert demo.folder == tmp_path and demo.hides == (RECIPES / "demo-tp4" / "recipe.toml",)
+    assert demo.hides_text().startswith("hides the shipped demo-tp4 (")
+    assert not any(i.hides for i in infos if i.slug != "demo-tp4")
 
 
 def overview(capsys: pytest.CaptureFixture[str], *argv: str) -> list[str]:
@@ -57,7 +62,37 @@ def test_overview_counts_the_problems_of_a_broken_recipe(tmp_path: Path,
     (tmp_path / "broken" / "recipe.toml").write_text('engine = "sglang"\nport = "x"\n')
     [info] = load_catalog([tmp_path], None)
     lines = overview(capsys, "--recipes", str(tmp_path))
-    assert f"  ✗ broken: {len(info.problems)} problem(s); run: sparktui validate broken" in lines
+    first = info.problems[0]
+    assert (f"  ✗ broken: {len(info.problems)} problem(s); run: sparktui validate broken; the "
+            f"first: {first.location()}: {first.message}") in lines
+
+
+def test_overview_lists_a_recipe_that_is_not_utf8_with_its_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Latin-1 file is one entry with its sentence, not a crash of the whole list."""
+    (tmp_path / "latin").mkdir()
+    (tmp_path / "latin" / "recipe.toml").write_bytes(b'engine = "sglang"\nname = "caf\xe9"\n')
+    shutil.copytree(RECIPES / "demo-tp4", tmp_path / "demo-tp4")
+    lines = overview(capsys, "--recipes", str(tmp_path), "--cluster", str(CLUSTER4))
+    where = tmp_path / "latin" / "recipe.toml"
+    assert f"  ✗ latin: {where}:2: not UTF-8 text (byte 29)" in lines, lines
+    assert any(line.startswith("  ✓ demo-tp4: ") for line in lines), lines
+    [info] = [i for i in load_catalog([tmp_path], CLUSTER4) if i.slug == "latin"]
+    assert "caf\ufffd" in info.text  # shown with the bad byte replaced, where it stands
+
+
+def test_overview_says_when_a_recipe_hides_a_shipped_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``./recipes/demo-tp4`` comes first and hides the shipped demo-tp4: overview says so."""
+    shutil.copytree(RECIPES / "demo-tp4", tmp_path / "recipes" / "demo-tp4")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SPARKTUI_RECIPES", raising=False)
+    lines = overview(capsys, "--cluster", str(CLUSTER4))
+    [demo] = [line for line in lines if line.startswith("  ✓ demo-tp4: ")]
+    shipped = shipped_folder("recipes") / "demo-tp4" / "recipe.toml"
+    assert demo.endswith(f" · hides the shipped demo-tp4 ({shipped})"), demo
+    others = [line for line in lines if line.startswith("  ✓ ") and line != demo]
+    assert others and not any("hides" in line for line in others), lines
 
 
 def test_overview_prints_a_title_with_markup_verbatim(tmp_path: Path,

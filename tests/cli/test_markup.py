@@ -1,5 +1,6 @@
 """Outside text is printed as text in every verb: a recipe whose values, and a demo rank whose log
-lines, hold Rich markup and ANSI escapes give no traceback, print verbatim, and ``up --wait``
+lines, hold Rich markup and ANSI escapes give no traceback, print verbatim (escapes written out,
+``\\x1b``; ``logs --raw`` keeps them), and ``up --wait``
 reports the failed rank at once (it used to crash on ``[/red]`` and then hang until its timeout).
 
 Runs real demo ranks on the local cluster (fixed ports: run it in a private network namespace).
@@ -108,8 +109,11 @@ def test_every_verb_prints_markup_as_text(cli: Cli, recipe: Path, tmp_path: Path
     assert status_json["ranks"][2]["state"] == "failed"
     logs = cli("logs", r, "--rank", "0")
     assert logs.returncode == 0
-    # the run's log is data: written as the rank wrote it (like docker logs), escape included
-    assert FLAG in logs.stdout and f"served_model_name={SERVED!r}" in logs.stdout, logs.stdout
+    # markup stays text; the escape is written out, obeyed only with --raw
+    assert "--x[/red][/][INST]\\x1b[31m" in logs.stdout and "\x1b" not in logs.stdout, logs.stdout
+    assert f"served_model_name={SERVED!r}" in logs.stdout, logs.stdout
+    raw = cli("logs", r, "--rank", "0", "--raw")
+    assert raw.returncode == 0 and FLAG in raw.stdout, raw.stdout
     grep = cli("logs", r, "--grep", "INST")
     assert grep.returncode == 0 and "[INST]" in grep.stdout
     restart = cli("restart", r, "--rank", "0")

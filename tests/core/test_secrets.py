@@ -18,7 +18,7 @@ from sparktui.core.lints import lint
 from sparktui.core.plan import LABEL_PLAN, build_plan, hashed_text
 from sparktui.core.recipe import load_recipe_text
 from sparktui.core.runstore import RunStore
-from sparktui.core.secrets import MASK, SecretRules, is_secret, is_secret_flag, plan_key
+from sparktui.core.secrets import MASK, SecretRules, is_secret, is_secret_flag, mask_source, plan_key
 
 SMALL = """engine = "sglang"
 docker_image = "img:1"
@@ -172,3 +172,38 @@ def test_label_hash_cannot_be_matched_by_trying_a_million_secrets(tmp_path: Path
     assert plan_for(secret, plan_key(tmp_path, "local")).plan_hash == label
     found = [i for i in range(42_000, 42_300) if plan_for(f"{i:06d}").plan_hash == label]
     assert found == [42137]
+
+
+def test_a_recipe_source_is_shown_with_secret_values_masked_in_place() -> None:
+    """The console's recipe pane: each secret value replaced where it stands (the flag of
+    ``--hf-token=`` kept), other mentions of a secret masked, every other byte and line kept."""
+    text = SMALL.format(secret="tok-123456") + '# rotated from tok-123456 last week\n' \
+        'OTHER = """multi\nline"""\n'
+    shown = mask_source(text)
+    for value in VALUES:
+        assert value not in shown, value
+    assert "tok-123456" not in shown
+    assert shown.count("\n") == text.count("\n")  # the lint's line numbers still point right
+    assert 'args = ["--api-key", "********", "--hf-token=********", "--max-total-tokens", "4096",\n' \
+           '        "--route", "********", "--api-key", "********"]\n' in shown
+    for key in ("AUTH", "DB_PASS", "PLAIN_LOOKING", "API_TOKEN"):
+        assert f'\n{key} = "********"\n' in shown
+    assert '\nNCCL_DEBUG = "INFO"\n' in shown and "# rotated from ******** last week" in shown
+    assert 'OTHER = """multi\nline"""' in shown
+    unchanged = "engine = 'sglang'\nmodel = \"org/model\"  # no secret here\n"
+    assert mask_source(unchanged) == unchanged
+
+
+def test_a_source_that_does_not_parse_is_masked_line_by_line() -> None:
+    text = ('engine = "sglang" "broken"\nargs = ["--api-key", "sk-99999", "--hf-token=hf_zzzz"]\n'
+            'env = { HF_TOKEN = "hf_secret1", PORT = "1" }\nPASSWORD = 12345678\n# was hf_secret1\n')
+    shown = mask_source(text)
+    assert shown == ('engine = "sglang" "broken"\nargs = ["--api-key", "********", '
+                     '"--hf-token=********"]\nenv = { HF_TOKEN = "********", PORT = "1" }\n'
+                     'PASSWORD = "********"\n# was ********\n')
+
+
+def test_a_multiline_secret_keeps_the_line_count() -> None:
+    text = 'engine = "sglang"\n[env]\nHF_TOKEN = """\nhf_line_one\nhf_line_two"""\nX = "1"\n'
+    shown = mask_source(text)
+    assert shown == 'engine = "sglang"\n[env]\nHF_TOKEN = "********"\n\n\nX = "1"\n'

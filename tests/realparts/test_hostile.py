@@ -25,6 +25,7 @@ from sparktui.backend.orchestrator import Orchestrator
 from sparktui.backend.staging import AGENT
 from sparktui.backend.telemetry import Sampler
 from sparktui.core.cluster import load_cluster, load_cluster_text
+from sparktui.core.ownership import default_owner
 from sparktui.core.plan import build_plan
 from sparktui.core.recipe import load_recipe, load_recipe_text
 from sparktui.core.telemetry import END, INVALID, sample_loop_argv
@@ -63,6 +64,8 @@ def test_a_run_label_that_is_no_run_id_is_ignored(testbed: Any, tmp_path: Path) 
                 detach=True, init=True,
                 network_mode="none", labels={"sparktui.recipe": "demo-labels", "sparktui.rank": str(i),
                                              "sparktui.world": "4", "sparktui.cluster": "testbed",
+                                             # the owner label is as easy to set as any other
+                                             "sparktui.owner": default_owner(),
                                              "sparktui.run": run_id}))
         for verb in ("status", "logs"):
             proc = subprocess.run([sys.executable, "-m", "sparktui", verb, str(folder), "--cluster",

@@ -64,7 +64,11 @@ class RecipeList(OptionList):
         else:
             mark = Text("✓ ", variables.get("success", "green"))
         active = "▸ " if info.slug == self.active else "  "
-        return Text.assemble(active, mark, (info.slug, "bold" if info.slug == self.active else ""))
+        text = Text.assemble(active, mark, (info.slug, "bold" if info.slug == self.active else ""))
+        if info.hides:  # a ./recipes copy that hides the shipped recipe (or another folder's)
+            text.append(" (hides shipped)" if info.hides_shipped else " (hides another)",
+                        variables.get("text-muted", ""))
+        return text
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         event.stop()

@@ -1,4 +1,5 @@
-"""The highlighted recipe: summary, lint results and its TOML source, highlighted."""
+"""The highlighted recipe: summary, lint results and its TOML source, highlighted, with secret
+values masked as the plan masks them."""
 
 from __future__ import annotations
 
@@ -47,12 +48,16 @@ class RecipePane(VerticalScroll):
     def _summary(self, info: RecipeInfo | None) -> RenderableType:
         if info is None:
             return Text("No recipe selected.")
+        warning = theme_colors(self.app.theme_variables).get("warning", "yellow")
+        hides = Text(f"{info.hides_text(paths=False)}\n", warning) if info.hides else Text()
         if info.recipe is None:
-            return Text.assemble((info.slug, "bold"), "\ncannot be loaded: fix the problems below")
+            return Text.assemble((info.slug, "bold"), "\ncannot be loaded: fix the problems below\n",
+                                 hides)
         spec = info.recipe.spec
         muted = theme_colors(self.app.theme_variables).get("text-muted", "")
         out = Text()
         out.append(f"{info.recipe.title}\n", "bold")
+        out.append_text(hides)
         out.append(f"{spec.engine} · TP{spec.tensor_parallel_size} · {spec.required_nodes} nodes\n")
 
         def row(key: str, value: str) -> None:
@@ -97,10 +102,10 @@ class RecipePane(VerticalScroll):
         return out
 
     def _source(self, info: RecipeInfo | None) -> RenderableType:
-        if info is None or not info.text:
+        if info is None or not info.shown_text:
             return Text("")
         dark = self.app.current_theme.dark
         surface = theme_colors(self.app.theme_variables).get("surface")
-        syntax = Syntax(info.text, "toml", theme="monokai" if dark else "default", line_numbers=True,
+        syntax = Syntax(info.shown_text, "toml", theme="monokai" if dark else "default", line_numbers=True,
                         word_wrap=True, background_color=surface)
         return Group(Text(info.shown_path, "bold"), syntax)
