@@ -55,14 +55,26 @@ def complete(argv: list[str]) -> int:
     return 0
 
 
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return {name: sub for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+            for name, sub in action.choices.items()}
+
+
 def _verbs(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
-    """Each verb with its options (global options under "")."""
+    """Each verb with its options (global options under ""); a verb with verbs of its own
+    (``image sync``) is listed as both words."""
     out: dict[str, list[str]] = {"": _options(parser)}
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                out[name] = _options(sub)
+    for name, sub in _subparsers(parser).items():
+        out[name] = _options(sub)
+        for inner, subsub in _subparsers(sub).items():
+            out[f"{name} {inner}"] = _options(subsub)
     return out
+
+
+def _nested(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
+    """Verbs that take a verb: ``{"image": ["sync"]}``."""
+    return {name: list(_subparsers(sub)) for name, sub in _subparsers(parser).items()
+            if _subparsers(sub)}
 
 
 def _options(parser: argparse.ArgumentParser) -> list[str]:
@@ -71,30 +83,32 @@ def _options(parser: argparse.ArgumentParser) -> list[str]:
 
 def _takes_recipe(parser: argparse.ArgumentParser) -> set[str]:
     verbs: set[str] = set()
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                if any(a.dest == "recipe" for a in sub._actions):
-                    verbs.add(name)
+    for name, sub in _subparsers(parser).items():
+        if any(a.dest == "recipe" for a in sub._actions):
+            verbs.add(name)
+        verbs |= {f"{name} {inner}" for inner in _takes_recipe(sub)}
     return verbs
 
 
 def script(shell: str, parser: argparse.ArgumentParser) -> str:
     verbs = _verbs(parser)
     with_recipe = _takes_recipe(parser)
+    nested = _nested(parser)
     if shell == "fish":
-        return _fish(verbs, with_recipe)
-    body = _bash(verbs, with_recipe)
+        return _fish(verbs, with_recipe, nested)
+    body = _bash(verbs, with_recipe, nested)
     if shell == "zsh":
         return "autoload -U +X bashcompinit && bashcompinit\n" + body
     return body
 
 
-def _bash(verbs: dict[str, list[str]], with_recipe: set[str]) -> str:
-    names = " ".join(v for v in verbs if v)
+def _bash(verbs: dict[str, list[str]], with_recipe: set[str], nested: dict[str, list[str]]) -> str:
+    names = " ".join(v for v in verbs if v and " " not in v)
     cases = "\n".join(f"        {shlex.quote(v)}) opts={shlex.quote(' '.join(o))} ;;"
                       for v, o in verbs.items() if v)
-    recipe_verbs = "|".join(sorted(with_recipe)) or "__none__"
+    recipe_verbs = "|".join(shlex.quote(v) for v in sorted(with_recipe)) or "__none__"
+    inner = "\n".join(f"        {shlex.quote(v)}) inner={shlex.quote(' '.join(n))} ;;"
+                      for v, n in nested.items())
     paths = "|".join(PATH_OPTIONS)
     values = "|".join(PATH_OPTIONS + VALUE_OPTIONS)
     return f"""# sparktui completion for bash: eval "$(sparktui completion bash)"
@@ -109,6 +123,21 @@ _sparktui() {{
             *) case "${{COMP_WORDS[i-1]}}" in {values}) ;; *) verb="${{COMP_WORDS[i]}}"; break ;; esac ;;
         esac
     done
+    inner=""
+    case "$verb" in
+{inner or "        __none__) ;;"}
+    esac
+    if [[ -n "$inner" ]]; then  # a verb with verbs of its own: the next word names one
+        local j sub=""
+        for ((j = i + 1; j < COMP_CWORD; j++)); do
+            case "${{COMP_WORDS[j]}}" in -*) ;; *) sub="${{COMP_WORDS[j]}}"; break ;; esac
+        done
+        if [[ -z "$sub" ]]; then
+            [[ "$cur" != -* ]] && COMPREPLY=( $(compgen -W "$inner" -- "$cur") )
+            return
+        fi
+        verb="$verb $sub"
+    fi
     case "$prev" in
         {paths}) COMPREPLY=( $(compgen -f -- "$cur") ); return ;;
         {"|".join(VALUE_OPTIONS)}) return ;;
@@ -138,15 +167,19 @@ complete -F _sparktui sparktui
 """
 
 
-def _fish(verbs: dict[str, list[str]], with_recipe: set[str]) -> str:
-    names = " ".join(v for v in verbs if v)
+def _fish(verbs: dict[str, list[str]], with_recipe: set[str], nested: dict[str, list[str]]) -> str:
+    names = " ".join(v for v in verbs if v and " " not in v)
     lines = ["# sparktui completion for fish: sparktui completion fish | source",
              "complete -c sparktui -f",
              f"complete -c sparktui -n __fish_use_subcommand -a {shlex.quote(names)}"]
+    for verb, subs in nested.items():
+        words = " ".join(subs)
+        lines.append(f"complete -c sparktui -n '__fish_seen_subcommand_from {verb}; and not "
+                     f"__fish_seen_subcommand_from {words}' -a {shlex.quote(words)}")
     for verb, opts in verbs.items():
-        if not verb:
+        if not verb or verb in nested:
             continue
-        cond = f"'__fish_seen_subcommand_from {verb}'"
+        cond = f"'__fish_seen_subcommand_from {verb.split()[-1]}'"
         for opt in opts:
             flag = f"-l {opt[2:]}"
             if opt in PATH_OPTIONS:

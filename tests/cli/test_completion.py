@@ -48,6 +48,11 @@ def test_bash_completes_verbs_options_and_recipes(tmp_path: Path) -> None:
     assert offered[:2] == ["alpha-tp2", "beta"]  # $SPARKTUI_RECIPES comes first
     assert "demo-tp4" in offered  # the shipped ones follow
     assert bash_complete("sparktui", "plan", "al", recipes=folder) == ["alpha-tp2"]
+    # a verb with verbs of its own: the verb, then its options and recipes
+    assert bash_complete("sparktui", "image", "") == ["sync"]
+    assert bash_complete("sparktui", "image", "sy") == ["sync"]
+    assert bash_complete("sparktui", "image", "sync", "--fr") == ["--from"]
+    assert bash_complete("sparktui", "image", "sync", "al", recipes=folder) == ["alpha-tp2"]
     # a value after --cluster is a file, not the verb
     assert bash_complete("sparktui", "--cluster", "x.toml", "plan", "al", recipes=folder) == ["alpha-tp2"]
 
@@ -56,7 +61,7 @@ def test_every_verb_and_shell_is_covered() -> None:
     ap = parser()
     for shell in ("bash", "zsh", "fish"):
         text = script(shell, ap)
-        for verb in ("plan", "up", "logs", "restart", "watch", "status", "completion"):
+        for verb in ("plan", "up", "logs", "restart", "watch", "status", "completion", "sync"):
             assert verb in text, (shell, verb)
     assert script("zsh", ap).startswith("autoload -U +X bashcompinit")
 
