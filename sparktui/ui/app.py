@@ -7,6 +7,7 @@ from textual.await_complete import AwaitComplete
 from textual.binding import Keymap
 from textual.command import CommandPalette
 from textual.screen import Screen
+from textual.theme import ThemeProvider
 
 from sparktui.ui.commands import SparkCommands
 from sparktui.ui.options import ConsoleOptions
@@ -82,6 +83,10 @@ class SparkApp(App[None]):
         first, off the stack, still held that id (DuplicateIds). Open is known by class."""
         if self.use_command_palette and not any(isinstance(s, CommandPalette) for s in self.screen_stack):
             self.push_screen(Palette())
+
+    def search_themes(self) -> None:
+        """Textual's "Change theme" command, in the safe palette (it pushes its own)."""
+        self.push_screen(Palette(providers=[ThemeProvider], placeholder="Search for themes…"))
 
     async def action_quit(self) -> None:
         """Quit; the containers keep running and the next start reattaches."""

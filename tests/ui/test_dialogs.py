@@ -131,3 +131,20 @@ async def test_palette_page_keys_before_it_is_laid_out(offline_app: Callable[...
             assert app._exception is None
             await fuzz.press(app, "escape")
             await wait_for(pilot, lambda: _stack(app) == ["MainScreen"], 5, "the palette closed")
+
+
+async def test_theme_search_is_the_safe_palette(offline_app: Callable[..., SparkApp]) -> None:
+    """Seed 101 again (2,000 steps, after the fix above): the palette's "theme" entry opens
+    Textual's theme search, which pushed Textual's own palette, page keys unguarded."""
+    app = offline_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_for(pilot, app.main_screen.ready.is_set, 10, "the recipe")
+        for _ in range(3):
+            app.search_themes()
+            await fuzz.press(app, "pagedown", "pageup", "pagedown")
+            await wait_for(pilot, lambda: _stack(app)[-1] == "Palette", 5, "the theme search")
+            await fuzz.press(app, "pagedown", "pageup")
+            await pilot.pause(0.2)
+            assert app._exception is None
+            await fuzz.press(app, "escape")
+            await wait_for(pilot, lambda: _stack(app) == ["MainScreen"], 5, "the search closed")
