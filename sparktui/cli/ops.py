@@ -9,7 +9,6 @@ import json
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import datetime, timedelta, timezone
 
 from rich.console import Console
 from rich.progress import TaskID
@@ -19,12 +18,14 @@ from sparktui.backend.orchestrator import LaunchOrder, Orchestrator
 from sparktui.backend.transport import access_problems
 from sparktui.backend.watchdog import summary as watchdog_summary
 from sparktui.cli import exits, render
+from sparktui.cli import logs as logs_verb
+from sparktui.cli.logs import print_run
 from sparktui.cli.render import STATE_STYLE, plain, visible
 from sparktui.config import state_dir
 from sparktui.core.errors import ConfigError, SparkError
-from sparktui.core.linefilter import LineFilter
+from sparktui.core.rungrep import BlockSearch, norm_ts
 from sparktui.core.runstore import Run
-from sparktui.core.units import format_bytes, parse_duration
+from sparktui.core.units import format_bytes
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -293,30 +294,15 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     return _run(go())
 
 
-def _since_cutoff(since: str | None) -> str | None:
-    if not since:
-        return None
-    try:
-        seconds = parse_duration(since)
-    except ValueError:
-        raise SparkError(f"--since {since!r}: use a duration such as 10m or 90s") from None
-    t = datetime.now(timezone.utc) - timedelta(seconds=seconds)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _print_line(rank: int, ts: str, text: str, show_ts: bool) -> None:
-    stamp = f"{ts[11:23]} " if show_ts else ""
-    sys.stdout.write(f"r{rank} {stamp}{text}\n")
-
-
-def cmd_logs(args: argparse.Namespace) -> int:
-    line_filter = LineFilter.require(args.grep or "")  # the console's grep: smart case, ! inverts
-    cutoff = _since_cutoff(args.since)
+def logs_attached(args: argparse.Namespace, search: BlockSearch, cutoff: bytes | None) -> int:
+    """``sparktui logs`` of a run whose containers may still write: connected, caught up from
+    them, then read as a run that ended is (``cli/logs.py``); ``--follow`` goes on live."""
+    line_filter = search.line_filter
 
     def wanted(rank: int, ts: str, text: str) -> bool:
         if args.rank is not None and rank != args.rank:
             return False
-        if cutoff and ts < cutoff:
+        if cutoff and norm_ts(ts).encode() < cutoff:
             return False
         return line_filter.matches(text)
 
@@ -325,13 +311,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
             run: Run | None = orch.run or orch.store.latest(orch.recipe.slug)
             if run is None:
                 raise SparkError(f"no run of {orch.recipe.slug} yet: start one with sparktui up")
-            for info in orch.ranks:
-                if args.rank is not None and info.rank != args.rank:
-                    continue
-                for _no, ts, text in run.log(info.rank).read():
-                    if wanted(info.rank, ts, text):
-                        _print_line(info.rank, ts, text, args.timestamps)
-            sys.stdout.flush()
+            print_run(run, search, rank=args.rank, cutoff=cutoff, timestamps=args.timestamps)
             if not args.follow:
                 return 0
 
@@ -339,7 +319,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
                 if isinstance(event, LogBatch):
                     for _no, ts, text in event.lines:
                         if wanted(event.rank, ts, text):
-                            _print_line(event.rank, ts, text, args.timestamps)
+                            stamp = f"{norm_ts(ts)[11:23]} " if args.timestamps else ""
+                            sys.stdout.write(f"r{event.rank} {stamp}{text}\n")
                     sys.stdout.flush()
             orch.subscribe(live)
             orch.start_following()
@@ -421,7 +402,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                         "!REGEX: only lines NOT matching")
     p.add_argument("--since", metavar="DURATION", help="only lines newer than this (10m, 90s)")
     p.add_argument("--timestamps", "-t", action="store_true")
-    p.set_defaults(func=cmd_logs)
+    p.set_defaults(func=logs_verb.cmd_logs)
 
     p = sub.add_parser("restart", help="replace one rank's container (--rank N) or every rank's "
                                        "(--group), in the same run")
