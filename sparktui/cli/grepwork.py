@@ -55,12 +55,16 @@ def _size(path: Path) -> int:
 
 
 @contextlib.contextmanager
-def searching(paths: dict[int, Path], search: BlockSearch, *,
-              size: int = BLOCK_BYTES) -> Iterator[dict[int, Iterator[list[Found]]]]:
+def searching(paths: dict[int, Path], search: BlockSearch, *, size: int = BLOCK_BYTES,
+              workers: int | None = None) -> Iterator[dict[int, Iterator[list[Found]]]]:
     """Each rank's kept lines, a batch at a time: from worker processes when the run is big
-    and this machine has the cores, else searched here. Workers are ended on the way out."""
-    workers = cpus() if hasattr(os, "fork") and threading.active_count() == 1 else 1
-    if workers < 2 or len(paths) < 2 or sum(map(_size, paths.values())) < PARALLEL_BYTES:
+    and this machine has the cores (``workers``: that many, whatever the size), else searched
+    here. Workers are ended on the way out."""
+    if workers is None:
+        big = sum(map(_size, paths.values())) >= PARALLEL_BYTES
+        alone = hasattr(os, "fork") and threading.active_count() == 1
+        workers = cpus() if big and alone else 1
+    if workers < 2 or len(paths) < 2:
         yield {rank: rank_found(path, rank, search, size=size) for rank, path in paths.items()}
         return
     started: list[Worker] = []

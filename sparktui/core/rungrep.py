@@ -346,11 +346,11 @@ def _search(buf: AnyStr, hay: AnyStr, lo: int, hi: int, way: _Way) -> list[Span]
         if end < 0:
             end = hi
         t = find(tab, start, end)
-        if exact:
+        if exact and 0 <= t < end - 1:
             # in the text: a match; in the time stamp: search the text alone (the line's end
-            # as the string's end; before its start a tab, which nothing here can see)
-            if 0 <= t < hit or (t >= 0 and search(buf, t + 1, end) is not None) or (
-                    t < 0 and check(buf[end:end])):
+            # as the string's end; before its start a tab, which nothing here can see). An
+            # empty text goes to the check: \B never matches in an empty string
+            if t < hit or search(buf, t + 1, end) is not None:
                 out.append((start, t, end))
         elif check(buf[t + 1:end] if t >= 0 else buf[end:end]):
             out.append((start, t, end))
@@ -466,7 +466,7 @@ def rank_found(path: Path, rank: int, search: BlockSearch, *,
     dense = False
     for offset, data, lo, hi in blocks(path, size=size):
         kept = search.kept(data, lo, hi, dense=dense)
-        buf, lo, hi, spans, _ = kept
+        buf, spans = kept.buf, kept.spans
         dense = kept.dense
         if not spans:
             continue
@@ -474,7 +474,7 @@ def rank_found(path: Path, rank: int, search: BlockSearch, *,
             yield [((ts if len(ts := buf[start:t]) == 30 else norm(ts)), rank, offset + start,
                     buf[t + 1:end]) if t >= 0 else (norm(buf[start:end]), rank, offset + start, b"")
                    for start, t, end in spans]
-        else:
+        else:  # the region decoded: its characters counted from the region's first byte
             base = offset + lo
             yield [(norm(buf[start:t].encode()), rank, base + start, buf[t + 1:end].encode())
                    if t >= 0 else (norm(buf[start:end].encode()), rank, base + start, b"")
