@@ -70,7 +70,7 @@ def _ended_run(args: argparse.Namespace) -> Run | None:
 def print_run(run: Run, search: BlockSearch, *, rank: int | None, cutoff: bytes | None,
               timestamps: bool) -> None:
     """The run's kept lines, ``r<rank> <text>``, as they are found."""
-    from sparktui.cli.grepwork import searching
+    from sparktui.backend.grepwork import searching
 
     paths = run.rank_paths()
     if rank is not None:

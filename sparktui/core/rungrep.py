@@ -570,13 +570,14 @@ class ScanResult(NamedTuple):
 @dataclass
 class RunScan:
     """A scan of some ranks' files for the console: the kept lines with their numbers (the
-    newest ``cap``), a count that grows as it goes (read from another thread), and a stop.
-    ``run`` in a thread; ``cancel`` from anywhere."""
+    newest ``cap``), a count that grows as it goes (read from another thread, or reported by
+    ``on_block`` after each block), and a stop. ``run`` in a thread; ``cancel`` from anywhere."""
 
     paths: dict[int, Path]
     search: BlockSearch
     cap: int
     size: int = BLOCK_BYTES  # about 0.2 ms of C per block: the event loop gets the GIL often
+    on_block: Callable[[RunScan], None] | None = None
     count: int = 0  # kept lines so far
     done_bytes: int = 0
     total_bytes: int = 0  # the files' sizes when the scan started
@@ -595,49 +596,59 @@ class RunScan:
         return self._stop.is_set()
 
     def run(self) -> ScanResult:
-        per_rank: list[deque[LogLine]] = []
+        per_rank: list[list[LogLine]] = []
         scanned: dict[int, int] = {}
         self.total_bytes = sum(path.stat().st_size for path in self.paths.values() if path.exists())
         for rank, path in sorted(self.paths.items()):
-            kept: deque[LogLine] = deque(maxlen=max(self.cap, 0))
-            scanned[rank] = self._rank(rank, path, kept)
-            per_rank.append(kept)
+            kept: deque[tuple[int, Any, Any]] = deque(maxlen=max(self.cap, 0))
+            scanned[rank] = self._rank(path, kept)
+            per_rank.append([_line(rank, no, line, tab) for no, line, tab in kept])
         lines = list(heapq.merge(*per_rank))
         return ScanResult(lines[-self.cap:] if self.cap > 0 else [], self.count, scanned)
 
-    def _rank(self, rank: int, path: Path, kept: deque[LogLine]) -> int:
-        """The rank's kept lines into ``kept``; returns the number of its last line read."""
+    def _rank(self, path: Path, kept: deque[tuple[int, Any, Any]]) -> int:
+        """The rank's kept lines into ``kept`` as ``(no, line, where its tab is)`` (made into
+        ``LogLine``s at the end: only the newest ``cap`` ever are); returns the number of the
+        last line read."""
         no = 0  # lines before the block
         dense = False
         for _offset, data, lo, hi in blocks(path, size=self.size):
             if self.cancelled:
                 break
-            kept_ = self.search.kept(data, lo, hi, dense=dense)
-            buf, lo, hi, spans, _ = kept_
-            dense = kept_.dense
-            self.done_bytes += hi - lo
-            if isinstance(buf, bytes):
-                no = _numbered(buf, lo, hi, spans, rank, no, kept, b"\n", bytes.decode)
-            else:
-                no = _numbered(buf, lo, hi, spans, rank, no, kept, "\n", str)
-            self.count += len(spans)
+            block = self.search.kept(data, lo, hi, dense=dense)
+            dense = block.dense
+            no = _numbered(block, no, kept)
+            self.count += len(block.spans)
+            self.done_bytes += block.hi - block.lo
+            if self.on_block is not None:
+                self.on_block(self)
         return no
 
 
-def _numbered(buf: AnyStr, lo: int, hi: int, spans: list[Span], rank: int, no: int,
-              kept: deque[LogLine], nl: AnyStr, text: Callable[[AnyStr], str]) -> int:
-    """The kept lines of one block into ``kept`` with their numbers (the block's first line is
-    ``no + 1``); returns the number of the block's last line."""
+def _numbered(block: Kept, no: int, kept: deque[tuple[int, Any, Any]]) -> int:
+    """The block's kept lines into ``kept`` with their numbers (its first line is ``no + 1``);
+    returns the number of its last line. Newlines are counted once, between the kept lines."""
+    buf, lo, hi, spans, _ = block
+    nl: Any = b"\n" if isinstance(buf, bytes) else "\n"
     count = buf.count
     if kept.maxlen is not None and len(spans) > kept.maxlen:  # the others would be dropped
+        before = no + count(nl, lo, spans[len(spans) - kept.maxlen][0]) if kept.maxlen else no
+        at = spans[len(spans) - kept.maxlen][0] if kept.maxlen else lo
         spans = spans[len(spans) - kept.maxlen:]
-    at, before = lo, no
+    else:
+        at, before = lo, no
     for start, t, end in spans:
         before += count(nl, at, start)
         at = start
-        stamp, body = (buf[start:t], buf[t + 1:end]) if t >= 0 else (buf[start:end], buf[end:end])
-        kept.append((norm_ts(text(stamp)), rank, before + 1, text(body)))
-    return no + count(nl, lo, hi) + (0 if buf[hi - 1:hi] == nl else 1)
+        kept.append((before + 1, buf[start:end], t - start))  # split when kept to the end
+    return before + count(nl, at, hi) + (0 if buf[hi - 1:hi] == nl else 1)
+
+
+def _line(rank: int, no: int, line: bytes | str, tab: int) -> LogLine:
+    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+    if tab < 0:
+        return norm_ts(text), rank, no, ""
+    return norm_ts(text[:tab]), rank, no, text[tab + 1:]
 
 
 def tail(path: Path, rank: int, window: int, *, size: int = BLOCK_BYTES) -> list[LogLine]:

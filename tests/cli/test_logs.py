@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sparktui.cli.grepwork import groups, searching
+from sparktui.backend.grepwork import groups, searching
 from sparktui.core.errors import SparkError
 from sparktui.core.linefilter import LineFilter
 from sparktui.core.rungrep import BlockSearch, merge_found, merged, norm_ts
@@ -162,7 +162,7 @@ def test_a_worker_that_fails_says_why(tmp_path: Path, monkeypatch: pytest.Monkey
         raise OSError("disk on fire")
         yield []
 
-    monkeypatch.setattr("sparktui.cli.grepwork.rank_found", broken)
+    monkeypatch.setattr("sparktui.backend.grepwork.rank_found", broken)
     with pytest.raises(SparkError, match="grep failed: OSError: disk on fire"), \
             searching(paths, BlockSearch.of(LineFilter.parse("x")), workers=2) as sources:
         list(merge_found(sources))

@@ -262,7 +262,6 @@ class MainScreen(LogKeys, Jobs):
 
     async def close_session(self) -> None:
         session, self.session = self.session, None
-        self.logs.history = None
         if session is not None:
             await session.close()
 

@@ -1,10 +1,11 @@
-"""``sparktui logs`` on every core: the ranks' files searched in worker processes.
+"""Greps over a run's files on every core: the ranks' files searched in worker processes.
 
-The search (``core.rungrep``) holds the GIL, so threads would take turns; forked processes
-search side by side and send their kept lines back through a pipe (``marshal``: a few ms for
-ten thousand lines), and this process merges them in capture order and prints. Only for a run
-big enough to pay for a fork (``PARALLEL_BYTES``), from a process with one thread (a fork copies
-only the thread that calls it: another thread's locks would stay locked in the child).
+The search (``core.rungrep``) holds the GIL, so threads would take turns; processes search side
+by side and send their kept lines back through a pipe as frames (a length, then ``marshal``: a
+few ms for ten thousand lines). ``sparktui logs`` forks its workers (``searching``: nothing to
+import again) when the run is big enough to pay for a fork (``PARALLEL_BYTES``) and it has one
+thread (a fork copies only the thread that calls it: another thread's locks would stay locked in
+the child); the console, which has threads, starts scanner processes (``backend/grepscan.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import threading
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from sparktui.core.errors import SparkError
 from sparktui.core.rungrep import BLOCK_BYTES, BlockSearch, Found, rank_found
@@ -151,8 +153,7 @@ def _serve(fd: int, group: dict[int, Path], search: BlockSearch, size: int) -> i
         while streams:
             for rank in list(streams):
                 batch = next(streams[rank], None)
-                frame = marshal.dumps((rank, batch))
-                _send(out, len(frame).to_bytes(4, "little") + frame)
+                _send(out, frame((rank, batch)))
                 if batch is None:
                     del streams[rank]
         return 0
@@ -160,8 +161,7 @@ def _serve(fd: int, group: dict[int, Path], search: BlockSearch, size: int) -> i
         return 1
     except BaseException as exc:  # said to the reader, which raises it
         with contextlib.suppress(OSError):
-            frame = marshal.dumps((-1, f"{type(exc).__name__}: {exc}"[:500]))
-            _send(out, len(frame).to_bytes(4, "little") + frame)
+            _send(out, frame((-1, f"{type(exc).__name__}: {exc}"[:500])))
         return 2
 
 
@@ -170,3 +170,9 @@ def _send(out: io.FileIO, data: bytes) -> None:
     while view:
         written = out.write(view)
         view = view[written or 0:]
+
+
+def frame(obj: Any) -> bytes:
+    """One frame of the workers' pipes: a 4-byte length, then ``obj`` marshalled."""
+    data = marshal.dumps(obj)
+    return len(data).to_bytes(4, "little") + data
