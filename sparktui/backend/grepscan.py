@@ -18,8 +18,9 @@ import time
 from pathlib import Path
 
 from sparktui.backend.grepwork import frame
+from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.linefilter import LineFilter
-from sparktui.core.rungrep import BlockSearch, RunScan
+from sparktui.core.rungrep import RunScan
 
 PROGRESS_S = 0.05
 

@@ -21,8 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.errors import SparkError
-from sparktui.core.rungrep import BLOCK_BYTES, BlockSearch, Found, rank_found
+from sparktui.core.rungrep import BLOCK_BYTES, Found, rank_found
 
 PARALLEL_BYTES = 32 << 20
 """Below this a run is searched in this process: a fork and its pipe cost about a millisecond,

@@ -19,14 +19,14 @@ import json
 import marshal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
 
-import sparktui
 from sparktui.backend.grepwork import cpus, groups
+from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.linefilter import LineFilter
-from sparktui.core.rungrep import BlockSearch, LogLine, RunScan, ScanResult
+from sparktui.core.rungrep import LogLine, RunScan, ScanResult
 from sparktui.core.runstore import Run
 
 PROGRESS_S = 0.1  # a count on screen ten times a second
@@ -45,8 +45,11 @@ class GrepProgress:
     result: ScanResult | None = None
 
 
+Progress = AsyncGenerator[GrepProgress, None]
+
+
 def grep_run(run: Run, ranks: list[int], line_filter: LineFilter, *, cap: int,
-             interval: float = PROGRESS_S, processes: int | None = None) -> AsyncIterator[GrepProgress]:
+             interval: float = PROGRESS_S, processes: int | None = None) -> Progress:
     """``processes``: scan in that many scanner processes (0: a thread), whatever the size."""
     paths = {rank: run.log(rank).path for rank in ranks}
     if processes is None:
@@ -65,7 +68,7 @@ def _size(path: Path) -> int:
 
 
 async def _in_thread(paths: dict[int, Path], line_filter: LineFilter, cap: int,
-                     interval: float) -> AsyncIterator[GrepProgress]:
+                     interval: float) -> AsyncGenerator[GrepProgress, None]:
     scan = RunScan(paths, BlockSearch.of(line_filter), cap)
     task = asyncio.ensure_future(asyncio.to_thread(scan.run))
     task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved: never "lost"
@@ -129,14 +132,14 @@ class _Scanner:
 def scanner_command() -> list[str]:
     """``python -I``: nothing from the environment or the working folder is imported; this
     sparktui's own folder is put first, so the scanner runs the console's code."""
-    root = str(Path(sparktui.__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])  # the folder that holds sparktui/
     code = ("import sys; sys.path.insert(0, sys.argv[1]); "
             "from sparktui.backend.grepscan import main; sys.exit(main())")
     return [sys.executable, "-I", "-c", code, root]
 
 
 async def _in_processes(paths: dict[int, Path], line_filter: LineFilter, cap: int, processes: int,
-                        interval: float) -> AsyncIterator[GrepProgress]:
+                        interval: float) -> AsyncGenerator[GrepProgress, None]:
     total = sum(_size(path) for path in paths.values()) or 1
     scanners: list[_Scanner] = []
     listening: list[asyncio.Future[None]] = []

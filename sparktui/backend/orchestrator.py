@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from pathlib import Path
 from typing import Any, Literal
 
@@ -370,7 +370,7 @@ class Orchestrator:
         return await self.boot.wait(timeout, grace)
 
     def grep_history(self, line_filter: LineFilter, ranks: list[int], *, cap: int,
-                     run: Run | None = None) -> AsyncIterator[GrepProgress]:
+                     run: Run | None = None) -> AsyncGenerator[GrepProgress, None]:
         """Every line ``run`` (default: the current one) captured of ``ranks`` through the
         console's grep, scanned from its files in a thread: progress (a live count) every
         0.1 s, then the newest ``cap`` kept lines (``backend/history.py``)."""

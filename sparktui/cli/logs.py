@@ -15,9 +15,10 @@ import sys
 from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 
+from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.errors import SparkError
 from sparktui.core.linefilter import LineFilter
-from sparktui.core.rungrep import BlockSearch, Found, merge_found, norm_ts
+from sparktui.core.rungrep import Found, merge_found, norm_ts
 from sparktui.core.runstore import Run
 
 

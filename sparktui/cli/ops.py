@@ -22,8 +22,9 @@ from sparktui.cli import logs as logs_verb
 from sparktui.cli.logs import print_run
 from sparktui.cli.render import STATE_STYLE, plain, visible
 from sparktui.config import state_dir
+from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.errors import ConfigError, SparkError
-from sparktui.core.rungrep import BlockSearch, norm_ts
+from sparktui.core.rungrep import norm_ts
 from sparktui.core.runstore import Run
 from sparktui.core.units import format_bytes
 

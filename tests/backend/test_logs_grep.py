@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.linefilter import LineFilter
-from sparktui.core.rungrep import BlockSearch, RunScan
+from sparktui.core.rungrep import RunScan
 from sparktui.core.runstore import Run, RunStore
 from sparktui.ui.logstore import RANK, TEXT, LogStore
 from tests.conftest import ROOT

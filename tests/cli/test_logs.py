@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from sparktui.backend.grepwork import groups, searching
+from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.errors import SparkError
 from sparktui.core.linefilter import LineFilter
-from sparktui.core.rungrep import BlockSearch, merge_found, merged, norm_ts
+from sparktui.core.rungrep import merge_found, merged, norm_ts
 from sparktui.core.runstore import RankLog
 from tests.conftest import ROOT
 

@@ -14,17 +14,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.linefilter import LineFilter
-from sparktui.core.rungrep import (
-    BlockSearch,
-    RunScan,
-    blocks,
-    merge_found,
-    norm_ts,
-    norm_ts_bytes,
-    rank_found,
-    tail,
-)
+from sparktui.core.rungrep import RunScan, blocks, merge_found, norm_ts, norm_ts_bytes, rank_found, tail
 from sparktui.core.runstore import RankLog
 
 # random patterns hold "[[": the regex compiler's note about a future syntax is no failure

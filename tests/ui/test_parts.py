@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.linefilter import LineFilter
-from sparktui.core.rungrep import BlockSearch, RunScan
+from sparktui.core.rungrep import RunScan
 from sparktui.core.runstore import RunStore
 from sparktui.ui.formatting import bar, checks_text, eta, uptime
 from sparktui.ui.logstore import NO, TEXT, TS, LogStore, line_of, read_tail

@@ -14,8 +14,9 @@ shows them (``hide_probes``); the bar counts them. A grep searches every line, p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Protocol
 
 from textual import on, work
@@ -26,6 +27,7 @@ from textual.widgets import Input
 
 from sparktui.backend.history import GrepProgress
 from sparktui.core.linefilter import NO_FILTER, LineFilter
+from sparktui.core.rungrep import ScanResult
 from sparktui.core.runstore import Run
 from sparktui.ui.logstore import (
     NO,
@@ -54,7 +56,7 @@ class History(Protocol):
     """``Orchestrator.grep_history``: a grep over the run's files, progress then the result."""
 
     def __call__(self, line_filter: LineFilter, ranks: list[int], *, cap: int,
-                 run: Run | None = None) -> AsyncIterator[GrepProgress]: ...
+                 run: Run | None = None) -> AsyncGenerator[GrepProgress, None]: ...
 
 
 def _by_rank(lines: list[LogLine]) -> dict[int, list[LogLine]]:
@@ -227,23 +229,33 @@ class LogPanel(Vertical):
             return
         cap = self._cap(f, ranks) * (len(ranks) if self.grid else 1)
         shown = self.matches or 0
-        async for progress in history(f, ranks, cap=cap, run=run):
-            if generation != self._generation:
-                return
-            if progress.result is None:
-                self.matches, self.scanned = max(shown, progress.count), progress.fraction
+        try:
+            async with contextlib.aclosing(history(f, ranks, cap=cap, run=run)) as scan:
+                async for progress in scan:
+                    if generation != self._generation:
+                        return
+                    if progress.result is None:
+                        self.matches, self.scanned = max(shown, progress.count), progress.fraction
+                        self.update_bar()
+                        continue
+                    self._scanned(progress.result, ranks, f, cap)
+        except Exception as exc:
+            if generation == self._generation:
+                self.scanning = False
                 self.update_bar()
-                continue
-            result = progress.result
-            newer = [line for r in ranks for line in self.store.lines(r)
-                     if line[NO] > result.scanned.get(r, 0) and f.matches(line[TEXT])]
-            lines = merge([result.lines, sorted(newer)])
-            self.scanning = False
-            self.matches = result.total + len(newer)
-            views = self.views()
-            keep = None if all(v.follow for v in views) else views[0].middle_line()
-            self._show(lines[-cap:], f, keep)
-            self.update_bar()
+                self.app.notify(f"grep over the run's files failed: {exc}", severity="error")
+
+    def _scanned(self, result: ScanResult, ranks: list[int], f: LineFilter, cap: int) -> None:
+        """The scan's lines, and the store's that arrived since it read each rank's file."""
+        newer = [line for r in ranks for line in self.store.lines(r)
+                 if line[NO] > result.scanned.get(r, 0) and f.matches(line[TEXT])]
+        lines = merge([result.lines, sorted(newer)])
+        self.scanning = False
+        self.matches = result.total + len(newer)
+        views = self.views()
+        keep = None if all(v.follow for v in views) else views[0].middle_line()
+        self._show(lines[-cap:], f, keep)
+        self.update_bar()
 
     def lines_added(self, lines: list[LogLine]) -> None:
         """A batch of one rank's new lines (already in the store)."""
