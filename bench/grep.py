@@ -26,6 +26,8 @@ grep, keypress p95 < 50 ms while the scan runs. Exit status 1 when one is missed
 
     python bench/grep.py [--lines 250000] [--repeat 5] [--pattern '#running-req: 6[0-4],']
                          [--no-console] [--port 30500] [--size 160x50]
+
+``GREP_BENCH_DEBUG=1`` prints each console round (first screen, scan result, full count).
 """
 
 from __future__ import annotations

@@ -239,11 +239,12 @@ class LogPanel(Vertical):
                         self.update_bar()
                         continue
                     self._scanned(progress.result, ranks, f, cap)
-        except Exception as exc:
-            if generation == self._generation:
+        except Exception as exc:  # the windows' matches stay; say why the rest did not come
+            if generation == self._generation and self.is_mounted:
                 self.scanning = False
                 self.update_bar()
-                self.app.notify(f"grep over the run's files failed: {exc}", severity="error")
+                with contextlib.suppress(Exception):  # the app may be closing
+                    self.app.notify(f"grep over the run's files failed: {exc}", severity="error")
 
     def _scanned(self, result: ScanResult, ranks: list[int], f: LineFilter, cap: int) -> None:
         """The scan's lines, and the store's that arrived since it read each rank's file."""
