@@ -12,7 +12,9 @@ of ms. Its job comes on stdin as JSON (``pattern``: what was typed, parsed here 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -23,10 +25,15 @@ from sparktui.core.linefilter import LineFilter
 from sparktui.core.rungrep import RunScan
 
 PROGRESS_S = 0.05
+NICE = 5
+"""The scanner yields to the console's own process: on a machine with few cores the screen and
+the keys come first, the scan takes what is left (it counts the CPU, not the key's wait)."""
 
 
 def main() -> int:
     out = sys.stdout.buffer
+    with contextlib.suppress(OSError, AttributeError):
+        os.nice(NICE)
     try:
         job = json.loads(sys.stdin.buffer.read())
         paths = {int(rank): Path(path) for rank, path in job["paths"].items()}

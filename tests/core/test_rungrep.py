@@ -1,8 +1,8 @@
-"""The block grep (``core.rungrep``) keeps exactly the lines ``LineFilter`` keeps, line by line,
-as ``RankLog.read`` reads them: for random patterns and random files, smart case and ``!``
-included, at every block size (lines cut by a read, lines longer than a block), with ``\\r\\n``,
-lone ``\\r``, no newline at the end, invalid UTF-8, lines without a tab and text that folds case
-the Unicode way (the Kelvin sign is a ``k``, the long s an ``s``)."""
+"""The block grep (``core.blockgrep``, ``core.rungrep``) keeps exactly the lines ``LineFilter``
+keeps, line by line, as ``RankLog.read`` reads them: for random patterns and random files, smart
+case and ``!`` included, at every block size (lines cut by a read, lines longer than a block),
+with ``\\r\\n``, lone ``\\r``, no newline at the end, invalid UTF-8, lines without a tab and text
+that folds case the Unicode way (the Kelvin sign is a ``k``, the long s an ``s``)."""
 
 from __future__ import annotations
 
