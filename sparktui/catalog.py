@@ -15,7 +15,8 @@ from sparktui.config import resolve_cluster, shipped
 from sparktui.core.cluster import Cluster
 from sparktui.core.errors import ConfigError, Problem
 from sparktui.core.lints import errors, lint
-from sparktui.core.recipe import Recipe, list_recipes, load_recipe
+from sparktui.core.recipe import Recipe, load_recipe
+from sparktui.core.recipefiles import list_recipes
 from sparktui.core.secrets import mask_source
 
 DEMO_RECIPE = "demo-tp4"

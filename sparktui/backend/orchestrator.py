@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncGenerator, Callable, Coroutine
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,6 +23,7 @@ from sparktui.backend.doctor import Finding, doctor
 from sparktui.backend.events import Event, NodeChanged, NodeTelemetry, RunStarted
 from sparktui.backend.follower import LogFollower
 from sparktui.backend.health import PROBE_HOST, HealthProber
+from sparktui.backend.history import GrepProgress, grep_run
 from sparktui.backend.imagesync import (
     ImageCheck,
     ImageMismatch,
@@ -49,6 +50,7 @@ from sparktui.backend.transport import NodeError, Transport, transport_for
 from sparktui.core.checks import BootChecks, Check
 from sparktui.core.cluster import Cluster, Node
 from sparktui.core.errors import sentence
+from sparktui.core.linefilter import LineFilter
 from sparktui.core.names import UnsafeName, is_safe
 from sparktui.core.ownership import Adoptions, default_owner, owner_name, owner_of
 from sparktui.core.plan import LABEL_CLUSTER, LABEL_PLAN, LABEL_RANK, LABEL_RECIPE, Plan
@@ -428,6 +430,16 @@ class Orchestrator:
         """Until every rank is ready (True) or one failed / the time ran out (False)."""
         return await self.boot.wait(timeout, grace)
 
+    def grep_history(self, line_filter: LineFilter, ranks: list[int], *, cap: int,
+                     run: Run | None = None) -> AsyncGenerator[GrepProgress, None]:
+        """Every line ``run`` (default: the current one) captured of ``ranks`` through the
+        console's grep, scanned from its files in a thread: progress (a live count) every
+        0.1 s, then the newest ``cap`` kept lines (``backend/history.py``)."""
+        target = run or self.run
+        if target is None:
+            raise RuntimeError("no run to grep")
+        return grep_run(target, ranks, line_filter, cap=cap)
+
     async def catch_up(self) -> None:
         """Copy into the run's files what containers wrote while no sparktui was watching."""
         await self.follower.catch_up()
@@ -518,8 +530,8 @@ class Orchestrator:
             self.adoptions.forget([info.container_id])
             self.board.set_state(info, "stopped", "removed by down")
         await asyncio.gather(*(one(i) for i in self.ranks))
-        if self.run is not None:
-            self.run.event("down")
+        if self.run is not None:  # ``kept``: ranks whose container is still there (an error)
+            self.run.event("down", kept=[i.rank for i in self.ranks if i.has_container])
 
     async def close(self) -> None:
         """Stop following; containers keep running."""

@@ -158,7 +158,7 @@ def _cluster_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     p.add_argument("--raw", action="store_true",
                    help="write the lines as the engine wrote them, escape sequences included "
                         "(default: control characters other than tab shown as \\x1b)")
-    p.set_defaults(func=Verb("ops", "cmd_logs"))
+    p.set_defaults(func=Verb("logs", "cmd_logs"))
 
     p = sub.add_parser("restart", help="replace one rank's container (--rank N) or every rank's "
                                        "(--group), in the same run")

@@ -9,7 +9,6 @@ import json
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import datetime, timedelta, timezone
 
 from rich.console import Console
 from rich.progress import TaskID
@@ -20,13 +19,16 @@ from sparktui.backend.owners import held_groups
 from sparktui.backend.sshaccess import access_problems
 from sparktui.backend.watchdog import summary as watchdog_summary
 from sparktui.cli import exits, render
+from sparktui.cli.logs import print_run
 from sparktui.cli.recipes import load_plan
-from sparktui.cli.render import STATE_STYLE, plain, visible
+from sparktui.cli.render import STATE_STYLE, plain
 from sparktui.config import state_dir
+from sparktui.core.blockgrep import BlockSearch
+from sparktui.core.controls import visible
 from sparktui.core.errors import ConfigError, SparkError
-from sparktui.core.linefilter import LineFilter
+from sparktui.core.rungrep import norm_ts
 from sparktui.core.runstore import Run
-from sparktui.core.units import format_bytes, parse_duration
+from sparktui.core.units import format_bytes
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -296,32 +298,15 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     return _run(go())
 
 
-def _since_cutoff(since: str | None) -> str | None:
-    if not since:
-        return None
-    try:
-        seconds = parse_duration(since)
-    except ValueError:
-        raise SparkError(f"--since {since!r}: use a duration such as 10m or 90s") from None
-    t = datetime.now(timezone.utc) - timedelta(seconds=seconds)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _print_line(rank: int, ts: str, text: str, show_ts: bool, raw: bool) -> None:
-    """One log line. A container's text may hold escape sequences (a retitled terminal, an
-    OSC 8 link, a cleared screen): they are written out as ``\\x1b`` unless ``raw``."""
-    stamp = f"{ts[11:23]} " if show_ts else ""
-    sys.stdout.write(f"r{rank} {stamp}{text if raw else visible(text)}\n")
-
-
-def cmd_logs(args: argparse.Namespace) -> int:
-    line_filter = LineFilter.require(args.grep or "")  # the console's grep: smart case, ! inverts
-    cutoff = _since_cutoff(args.since)
+def logs_attached(args: argparse.Namespace, search: BlockSearch, cutoff: bytes | None) -> int:
+    """``sparktui logs`` of a run whose containers may still write: connected, caught up from
+    them, then read as a run that ended is (``cli/logs.py``); ``--follow`` goes on live."""
+    line_filter = search.line_filter
 
     def wanted(rank: int, ts: str, text: str) -> bool:
         if args.rank is not None and rank != args.rank:
             return False
-        if cutoff and ts < cutoff:
+        if cutoff and norm_ts(ts).encode() < cutoff:
             return False
         return line_filter.matches(text)
 
@@ -331,13 +316,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
             if run is None:
                 raise SparkError(f"no run of {orch.recipe.slug} of yours yet{not_yours(orch)}: "
                                  "start one with sparktui up")
-            for info in orch.ranks:
-                if args.rank is not None and info.rank != args.rank:
-                    continue
-                for _no, ts, text in run.log(info.rank).read():
-                    if wanted(info.rank, ts, text):
-                        _print_line(info.rank, ts, text, args.timestamps, args.raw)
-            sys.stdout.flush()
+            print_run(run, search, rank=args.rank, cutoff=cutoff, timestamps=args.timestamps,
+                      raw=args.raw)
             if not args.follow:
                 return 0
 
@@ -345,7 +325,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
                 if isinstance(event, LogBatch):
                     for _no, ts, text in event.lines:
                         if wanted(event.rank, ts, text):
-                            _print_line(event.rank, ts, text, args.timestamps, args.raw)
+                            stamp = f"{norm_ts(ts)[11:23]} " if args.timestamps else ""
+                            sys.stdout.write(f"r{event.rank} {stamp}{text if args.raw else visible(text)}\n")
                     sys.stdout.flush()
             orch.subscribe(live)
             orch.start_following()

@@ -9,7 +9,6 @@ the cursor or recolouring the terminal.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -18,6 +17,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from sparktui.core.controls import visible
 from sparktui.core.errors import Problem
 from sparktui.core.units import format_bytes, format_duration
 
@@ -33,13 +33,6 @@ STATE_STYLE = {"ready": "green", "failed": "bold red", "booting": "yellow", "cre
 VERDICT_MARK = {"passed": ("✓", "green"), "warned": ("!", "yellow"), "failed": ("✗", "red")}
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def visible(text: object) -> str:
-    """``text`` with control characters (ESC, CR, NUL...) written out as ``\x1b``: shown, not
-    obeyed by the terminal. Tabs and newlines stay."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
 
 
 def plain(*parts: object | tuple[object, str]) -> Text:

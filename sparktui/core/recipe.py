@@ -27,6 +27,7 @@ from sparktui.core.limits import MAX_NODES, MAX_TP
 from sparktui.core.names import NAME_RULE, is_safe
 from sparktui.core.patterns import compile_pattern
 from sparktui.core.placeholders import PLACEHOLDERS, names_in, walk_strings
+from sparktui.core.recipefiles import list_recipes, locate, slug_for
 from sparktui.core.secrets import redact_problems, secret_path
 from sparktui.core.tomlsource import TomlSource, parse_toml, read_toml
 from sparktui.core.units import DURATION_PATTERN, SIZE_PATTERN, parse_duration, parse_size
@@ -290,7 +291,7 @@ def recipe_from_source(source: TomlSource, slug: str | None = None) -> Recipe:
         problems = problems_from(exc, source, RecipeSpec, secret_path(source.data)) + placeholders
         raise RecipeError(redact_problems(sorted(problems, key=_order), source.data)) from None
     if slug is None:
-        slug = _slug_for(source.path)
+        slug = slug_for(source.path)
     problems = sorted(placeholders + _semantic_problems(spec, source), key=_order)
     if not is_safe(slug) or len(slug) > MAX_SLUG:
         problems.insert(0, Problem(
@@ -315,18 +316,6 @@ def load_recipe(path: Path) -> Recipe:
     return recipe_from_source(read_toml(path, RecipeError))
 
 
-def _slug_for(path: Path | None) -> str:
-    if path is None:
-        return "recipe"
-    if path.name == "recipe.toml":
-        return path.parent.name or "recipe"
-    name = path.name
-    for suffix in (".recipe.toml", ".toml"):
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return path.stem
-
-
 def find_recipe(arg: str, recipes_dirs: list[Path]) -> Path:
     """A ``recipe.toml`` path, its folder, or a recipe name under one of ``recipes_dirs``."""
     try:
@@ -338,44 +327,18 @@ def find_recipe(arg: str, recipes_dirs: list[Path]) -> Path:
 
 
 def _find_recipe(arg: str, recipes_dirs: list[Path]) -> Path:
+    found = locate(arg, recipes_dirs)
+    if found is not None:
+        return found
     p = Path(arg).expanduser()
     if p.is_dir():
-        candidate = p / "recipe.toml"
-        if candidate.is_file():
-            return candidate
         raise RecipeError([Problem("folder has no recipe.toml", code="io", file=str(p))])
-    if p.is_file() or p.suffix == ".toml":
-        return p
-    names: list[str] = []
-    for d in recipes_dirs:
-        for candidate in (d / arg / "recipe.toml", d / f"{arg}.recipe.toml", d / f"{arg}.toml"):
-            if candidate.is_file():
-                return candidate
-        names.extend(r.slug for r in list_recipes(d))
+    names = [r.slug for d in recipes_dirs for r in list_recipes(d)]
     hint = suggest(arg, names)
     msg = f"no recipe named {arg!r}"
     msg += f"; did you mean {hint!r}?" if hint else ""
     searched = ", ".join(str(d) for d in recipes_dirs) or "no recipes folder"
     raise RecipeError([Problem(f"{msg} (looked in {searched})", code="io", file=arg)])
-
-
-@dataclass(frozen=True)
-class RecipeEntry:
-    slug: str
-    path: Path
-
-
-def list_recipes(folder: Path) -> list[RecipeEntry]:
-    """Recipes in a folder: ``<name>/recipe.toml`` and ``<name>.recipe.toml``, sorted by name."""
-    if not folder.is_dir():
-        return []
-    found: dict[str, Path] = {}
-    for child in sorted(folder.iterdir()):
-        if child.is_dir() and (child / "recipe.toml").is_file():
-            found[child.name] = child / "recipe.toml"
-        elif child.is_file() and child.name.endswith(".recipe.toml"):
-            found.setdefault(_slug_for(child), child)
-    return [RecipeEntry(slug, path) for slug, path in sorted(found.items())]
 
 
 def json_schema() -> dict[str, Any]:

@@ -21,11 +21,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from sparktui.core.names import check_name, child, is_safe
-from sparktui.core.plan import Plan
 from sparktui.core.secrets import Redactor
+
+if TYPE_CHECKING:  # the plan's models (pydantic) are not needed to read a run's files
+    from sparktui.core.plan import Plan
 
 MARKER = "--- sparktui: "
 
@@ -159,6 +161,26 @@ class Run:
         secret values are masked in every event too."""
         self.redactor = plan.redactor()
         _atomic_write(self.plan_path, json.dumps(plan.to_json(show_secrets=False), indent=2))
+
+    def rank_paths(self) -> dict[int, Path]:
+        """Every rank's log file the run has, by rank (a rank that never wrote has none)."""
+        found = {}
+        for path in self.dir.glob("r*.log"):
+            digits = path.name[1:-4]
+            if digits.isascii() and digits.isdigit() and path.name == f"r{int(digits)}.log":
+                found[int(digits)] = path
+        return dict(sorted(found.items()))
+
+    def ended(self) -> bool:
+        """Whether nothing of the run can write a line any more: its last launch, restart or
+        down was a ``down`` that removed every container (it records the ranks it could not
+        in ``kept``). A ``down`` recorded without ``kept`` (before sparktui said) is not taken
+        as an end: the containers are asked."""
+        last: dict[str, Any] | None = None
+        for ev in self.events():
+            if ev.get("kind") in ("up", "restart", "down"):
+                last = ev
+        return last is not None and last.get("kind") == "down" and last.get("kept") == []
 
     def log(self, rank: int) -> RankLog:
         if rank not in self._logs:

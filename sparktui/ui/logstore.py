@@ -1,8 +1,8 @@
 """The log lines the console keeps in memory: a bounded window per rank.
 
 The run's files (``r<rank>.log``) keep every line; the window keeps the newest ``window`` lines
-of each rank for display. Scanning everything (grep over lines that left the window) reads the
-files, in a thread.
+of each rank for display. A grep over lines that left the window scans the files, in a thread,
+through the Orchestrator (``grep_history``).
 
 The store also knows which lines of each window are the engine's access-log lines of sparktui's
 own health probes (``is_probe_line``), so the console can hide them and say how many it hid.
@@ -14,22 +14,15 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Iterable, Iterator
-from typing import Final, NamedTuple
+from typing import Final
 
-from sparktui.core.linefilter import LineFilter
+from sparktui.core.rungrep import LogLine as LogLine  # re-exported: the console's line
+from sparktui.core.rungrep import norm_ts as norm_ts
+from sparktui.core.rungrep import tail
 from sparktui.core.runstore import Run
 
-LogLine = tuple[str, int, int, str]
-"""One captured line: ``(ts, rank, no, text)``, read with ``line[TEXT]`` and so on.
-
-``ts`` is the capture time, RFC 3339 UTC with nanoseconds (see ``norm_ts``); ``no`` the line
-number in the run's file of that rank, from 1. Tuples compare in capture order: time, then rank,
-then line number. A plain tuple on purpose, not a NamedTuple: CPython stops tracking a tuple of
-strings and ints in its cycle collector after the first collection, but keeps tracking every
-instance of a tuple subclass. The windows hold tens of thousands of lines; tracked, each full
-collection walked them all and stopped the console for 200-300 ms under a log flood
-(docs/benchmarks.md, UI flood).
-"""
+# A line is a ``LogLine`` (``core.rungrep``): ``(ts, rank, no, text)``, a plain tuple (see
+# there why), read with these indexes: ``line[TEXT]``.
 TS: Final = 0
 RANK: Final = 1
 NO: Final = 2
@@ -45,15 +38,6 @@ def is_probe_line(text: str) -> bool:
     it: ``INFO:     127.0.0.1:54321 - "GET /health HTTP/1.1" 200 OK``. Most lines fail the
     first, cheap test."""
     return _PROBE_HINT in text and any(r in text for r in _PROBE_REQUESTS)
-
-
-def norm_ts(ts: str) -> str:
-    """``2026-01-01T12:00:05.100000000Z``: docker trims trailing zeros off the fraction and the
-    local runtime writes microseconds; padded to nanoseconds, times sort as text."""
-    if len(ts) == 30 and ts[19] == ".":
-        return ts
-    base, _, frac = ts.rstrip("Z").partition(".")
-    return f"{base[:19]}.{frac[:9].ljust(9, '0')}Z"
 
 
 def line_of(rank: int, no: int, ts: str, text: str) -> LogLine:
@@ -176,9 +160,7 @@ class LogStore:
 
 def read_tail(run: Run, rank: int, window: int) -> list[LogLine]:
     """The newest ``window`` lines of a rank's file (runs in a thread)."""
-    tail: deque[LogLine] = deque(maxlen=window)
-    tail.extend(line_of(rank, no, ts, text) for no, ts, text in run.log(rank).read())
-    return list(tail)
+    return tail(run.log(rank).path, rank, window)
 
 
 def read_lines(run: Run, rank: int, start: int = 1, stop: int | None = None) -> Iterator[LogLine]:
@@ -191,28 +173,3 @@ def read_lines(run: Run, rank: int, start: int = 1, stop: int | None = None) -> 
 def lines_since_restart(run: Run, rank: int) -> list[tuple[int, str]]:
     """A rank's ``(line_no, text)`` since its last restart: what its boot checks are about."""
     return run.log(rank).since_restart()[1]
-
-
-class ScanResult(NamedTuple):
-    lines: list[LogLine]  # the newest ``cap`` matching lines, in capture order
-    total: int  # every matching line
-    scanned: dict[int, int]  # per rank, the last line number read
-
-
-def scan_run(run: Run, ranks: list[int], line_filter: LineFilter, cap: int) -> ScanResult:
-    """Every captured line of ``ranks`` through the filter (runs in a thread)."""
-    per_rank: list[deque[LogLine]] = []
-    count = 0
-    scanned: dict[int, int] = {}
-    for rank in ranks:
-        kept: deque[LogLine] = deque(maxlen=cap)
-        last = 0
-        for no, ts, text in run.log(rank).read():
-            last = no
-            if line_filter.matches(text):
-                count += 1
-                kept.append(line_of(rank, no, ts, text))
-        scanned[rank] = last
-        per_rank.append(kept)
-    merged = merge(per_rank)
-    return ScanResult(merged[-cap:], count, scanned)

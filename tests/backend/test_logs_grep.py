@@ -1,5 +1,6 @@
 """``sparktui logs --grep`` is the console's grep: over a real run of ``demo-tp4`` on the local
-cluster it prints exactly the lines the console's log panel keeps for the same pattern."""
+cluster it prints exactly the lines the console's log panel keeps for the same pattern, every
+rank merged in the same capture order."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.linefilter import LineFilter
+from sparktui.core.rungrep import RunScan
 from sparktui.core.runstore import Run, RunStore
-from sparktui.ui.logstore import RANK, TEXT, LogStore, scan_run
+from sparktui.ui.logstore import RANK, TEXT, LogStore
 from tests.conftest import ROOT
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
@@ -42,18 +45,19 @@ def cli(tmp_path: Path) -> Iterator[Cli]:
 
 
 def console_keeps(run: Run, pattern: str) -> list[tuple[int, str]]:
-    """What the console's log panel shows under ``pattern`` for every rank: the run's files
-    scanned as it scans them (``scan_run``), checked against its in-memory path (the store's
-    window through the same filter), then by rank: ``logs`` prints rank after rank."""
+    """What the console's log panel shows under ``pattern`` for every rank, in its order: the
+    run's files scanned as its grep scans them (``RunScan``), checked against its in-memory
+    path (the store's windows merged, through the same filter)."""
     f = LineFilter.parse(pattern)
     assert f.active and f.error is None
     ranks = list(range(WORLD))
-    scanned = scan_run(run, ranks, f, cap=10**9).lines
+    paths = {rank: run.log(rank).path for rank in ranks}
+    scanned = RunScan(paths, BlockSearch.of(f), cap=10**9).run().lines
     store = LogStore(WORLD, window=10**9)
     for rank in ranks:
         store.add(rank, run.log(rank).read())
     assert [line for line in store.view(ranks) if f.matches(line[TEXT])] == scanned
-    return sorted(((line[RANK], line[TEXT]) for line in scanned), key=lambda kept: kept[0])
+    return [(line[RANK], line[TEXT]) for line in scanned]
 
 
 def printed(stdout: str) -> list[tuple[int, str]]:

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.linefilter import LineFilter
+from sparktui.core.rungrep import RunScan
 from sparktui.core.runstore import RunStore
 from sparktui.ui.formatting import bar, checks_text, eta, uptime
-from sparktui.ui.logstore import NO, TEXT, TS, LogStore, line_of, read_tail, scan_run
+from sparktui.ui.logstore import NO, TEXT, TS, LogStore, line_of, read_tail
 from sparktui.ui.screens.add_check_screen import parse_ranks
 from sparktui.ui.settings import load_settings, load_state, save_state
 from sparktui.ui.themes import ThemeFileError, load_themes, rank_colors, theme_from_data
@@ -34,7 +36,8 @@ def test_scan_and_tail_read_every_captured_line(tmp_path: Path) -> None:
     run.log(0).append([(f"2026-01-01T00:00:{i:02d}Z", f"line {i}") for i in range(50)])
     run.log(1).append([(f"2026-01-01T00:00:{i:02d}.5Z", f"other {i}") for i in range(50)])
     assert [ln[NO] for ln in read_tail(run, 0, 5)] == [46, 47, 48, 49, 50]
-    result = scan_run(run, [0, 1], LineFilter.parse(r"(line|other) 4\d"), cap=15)
+    paths = {rank: run.log(rank).path for rank in (0, 1)}
+    result = RunScan(paths, BlockSearch.of(LineFilter.parse(r"(line|other) 4\d")), cap=15).run()
     assert result.total == 20 and len(result.lines) == 15
     assert [ln[TEXT] for ln in result.lines[-2:]] == ["line 49", "other 49"]
     assert result.scanned == {0: 50, 1: 50}

@@ -21,8 +21,9 @@ class LogBarState:
     timestamps: bool = False
     grep: str = ""
     grep_error: str | None = None
-    matches: int | None = None  # lines kept by the filter
+    matches: int | None = None  # lines kept by the filter (while scanning: found so far)
     scanning: bool = False
+    scanned: float = 0.0  # while scanning: the share of the run's files read
     lines: int = 0
     note: str | None = None  # e.g. showing an excerpt of a file
     grid: bool = False  # a pane per rank
@@ -68,13 +69,16 @@ class LogBar(Static):
             out.append(s.note, f"bold {variables.get('accent', '')}".strip())
         elif s.grep_error:
             out.append(s.grep_error, f"bold {variables.get('error', 'red')}")
-        elif s.grep and s.scanning:
-            out.append("scanning the run's files…", variables.get("text-muted", ""))
         elif s.grep and s.matches is not None:
             inverted = s.grep.startswith("!")
             noun = ("line" if s.matches == 1 else "lines") if inverted else \
                 ("match" if s.matches == 1 else "matches")
-            out.append(f"{s.matches:,} {noun}", f"bold {variables.get('accent', '')}".strip())
+            more = "+" if s.scanning else ""
+            out.append(f"{s.matches:,}{more} {noun}", f"bold {variables.get('accent', '')}".strip())
+            if s.scanning:
+                out.append(f" · scanning the run's files {s.scanned:.0%}", variables.get("text-muted", ""))
+        elif s.grep and s.scanning:
+            out.append("scanning the run's files…", variables.get("text-muted", ""))
         else:
             out.append(f"{s.lines:,} lines", variables.get("text-muted", ""))
             if s.hidden:

@@ -1,8 +1,9 @@
 """The logs: the bar, the grep input and the view, over the console's ``LogStore``.
 
 Which ranks are shown, the live grep (over every captured line of the shown ranks: the
-in-memory window when it still holds everything, else the run's files, scanned in a thread),
-follow / wrap / timestamps, next/previous match and jumps to a given line. ``g`` lays the
+in-memory window when it still holds everything; else the windows' matches at once, then the
+run's files scanned in a thread through the Orchestrator, a live count on the bar until the
+whole run is in), follow / wrap / timestamps, next/previous match and jumps to a given line. ``g`` lays the
 ranks out side by side instead (``RankPanes``: a pane per rank); grep, follow, wrap and
 timestamps then act on every pane.
 
@@ -13,7 +14,10 @@ shows them (``hide_probes``); the bar counts them. A grep searches every line, p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncGenerator
+from typing import Protocol
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -21,7 +25,9 @@ from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Input
 
+from sparktui.backend.history import GrepProgress
 from sparktui.core.linefilter import NO_FILTER, LineFilter
+from sparktui.core.rungrep import ScanResult
 from sparktui.core.runstore import Run
 from sparktui.ui.logstore import (
     NO,
@@ -32,7 +38,6 @@ from sparktui.ui.logstore import (
     is_probe_line,
     merge,
     read_lines,
-    scan_run,
 )
 from sparktui.ui.widgets.grep_input import GrepInput
 from sparktui.ui.widgets.log_bar import LogBar, LogBarState
@@ -45,6 +50,13 @@ GREP_DEBOUNCE_S = 0.12
 # was 40 frames' worth of work a second, and the keys waited behind it (docs/benchmarks.md).
 FLUSH_S = 0.1
 EXCERPT_CONTEXT = 300  # lines read from the file on each side of a line that left the window
+
+
+class History(Protocol):
+    """``Orchestrator.grep_history``: a grep over the run's files, progress then the result."""
+
+    def __call__(self, line_filter: LineFilter, ranks: list[int], *, cap: int,
+                 run: Run | None = None) -> AsyncGenerator[GrepProgress, None]: ...
 
 
 def _by_rank(lines: list[LogLine]) -> dict[int, list[LogLine]]:
@@ -71,12 +83,14 @@ class LogPanel(Vertical):
         super().__init__(id=id)
         self.store = store
         self.run: Run | None = None
+        self.history: History | None = None  # the session's Orchestrator.grep_history
         self.shown: int | None = None
         self.grid = False  # a pane per rank instead of one view
         self.line_filter: LineFilter = NO_FILTER
         self.pending_filter: LineFilter = NO_FILTER
-        self.matches: int | None = None
+        self.matches: int | None = None  # kept lines; while scanning, those found so far
         self.scanning = False
+        self.scanned: float = 0.0  # the share of the run's files read by the scan
         self.excerpt: str | None = None
         self.idle_text = ""  # what an empty log says (set by the screen: not running, ...)
         self.hide_probes = True  # hide the access-log lines of sparktui's own health probes
@@ -194,28 +208,54 @@ class LogPanel(Vertical):
             self.matches = None
             self.scanning = False
             self._show(self.store.view(ranks, hide_probes=self.hide_probes), f, keep)
-        elif self.run is None or all(self.store.complete(r) for r in ranks):
+        else:
+            # the windows' matches at once: the first screen (the newest lines are in memory)
             lines = [line for line in self.store.view(ranks) if f.matches(line[TEXT])]
             self.matches = len(lines)
-            self.scanning = False
+            complete = all(self.store.complete(r) for r in ranks)
+            self.scanning = not complete and self.run is not None and self.history is not None
             self._show(lines, f, keep)
-        else:
-            self.scanning = True
-            self._scan(self.run, ranks, f, self._generation)
+            if self.scanning:
+                self.scanned = 0.0
+                self._scan(ranks, f, self._generation)
         self.update_bar()
 
     @work(exclusive=True, group="grep")
-    async def _scan(self, run: Run, ranks: list[int], f: LineFilter, generation: int) -> None:
-        cap = self._cap(f, ranks) * (len(ranks) if self.grid else 1)
-        result = await asyncio.to_thread(scan_run, run, ranks, f, cap)
-        if generation != self._generation:
+    async def _scan(self, ranks: list[int], f: LineFilter, generation: int) -> None:
+        """The rest from the run's files; the count on the bar grows as the scan goes. A new
+        pattern starts a new worker, which cancels this one: its scan stops at its next block."""
+        history, run = self.history, self.run
+        if history is None or run is None:
             return
+        cap = self._cap(f, ranks) * (len(ranks) if self.grid else 1)
+        shown = self.matches or 0
+        try:
+            async with contextlib.aclosing(history(f, ranks, cap=cap, run=run)) as scan:
+                async for progress in scan:
+                    if generation != self._generation:
+                        return
+                    if progress.result is None:
+                        self.matches, self.scanned = max(shown, progress.count), progress.fraction
+                        self.update_bar()
+                        continue
+                    self._scanned(progress.result, ranks, f, cap)
+        except Exception as exc:  # the windows' matches stay; say why the rest did not come
+            if generation == self._generation and self.is_mounted:
+                self.scanning = False
+                self.update_bar()
+                with contextlib.suppress(Exception):  # the app may be closing
+                    self.app.notify(f"grep over the run's files failed: {exc}", severity="error")
+
+    def _scanned(self, result: ScanResult, ranks: list[int], f: LineFilter, cap: int) -> None:
+        """The scan's lines, and the store's that arrived since it read each rank's file."""
         newer = [line for r in ranks for line in self.store.lines(r)
                  if line[NO] > result.scanned.get(r, 0) and f.matches(line[TEXT])]
         lines = merge([result.lines, sorted(newer)])
         self.scanning = False
         self.matches = result.total + len(newer)
-        self._show(lines, f)
+        views = self.views()
+        keep = None if all(v.follow for v in views) else views[0].middle_line()
+        self._show(lines[-cap:], f, keep)
         self.update_bar()
 
     def lines_added(self, lines: list[LogLine]) -> None:
@@ -283,7 +323,8 @@ class LogPanel(Vertical):
             world=self.store.world, shown=self.shown, follow=all(v.follow for v in views),
             wrap=view.wrap, timestamps=view.timestamps, grep=self.pending_filter.text,
             grep_error=self.pending_filter.error, matches=self.matches,
-            scanning=self.scanning, lines=sum(len(v.lines) for v in views), note=excerpt,
+            scanning=self.scanning, scanned=self.scanned, lines=sum(len(v.lines) for v in views),
+            note=excerpt,
             grid=self.grid, hide_probes=self.hide_probes,
             hidden=self.store.probe_count(self.ranks()) if hiding else 0))
 

@@ -1,0 +1,170 @@
+"""A grep over everything a run captured, for the console, with a live count.
+
+The console keeps only a window of each rank's newest lines in memory; a grep must see the rest,
+which is in the run's files. The search is ``core.rungrep``. A small run is scanned in a thread
+(``asyncio.to_thread``); a big one (``PROCESS_BYTES``) by scanner processes, one per group of
+ranks and at most one per core (``backend/grepscan.py``): in a thread the scan held the GIL
+half the time, so it ran at half speed on one core while every key waited for it
+(docs/benchmarks.md). Progress comes out every ``interval`` seconds as a ``GrepProgress`` (the
+count so far), then once with the result. Leaving the iteration (a new pattern, the console
+closing) stops the scan: the thread at its next block, the processes at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import json
+import marshal
+import subprocess
+import sys
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from pathlib import Path
+
+from sparktui.backend.grepwork import cpus, groups
+from sparktui.core.blockgrep import BlockSearch
+from sparktui.core.linefilter import LineFilter
+from sparktui.core.rungrep import LogLine, RunScan, ScanResult
+from sparktui.core.runstore import Run
+
+PROGRESS_S = 0.1  # a count on screen ten times a second
+PROCESS_BYTES = 16 << 20
+"""From this size on a scan runs in processes: starting one costs some 40 ms; 16 MiB take about
+as long to scan."""
+
+
+@dataclass(frozen=True)
+class GrepProgress:
+    """How far a grep over a run's files got: kept lines so far, the share of bytes read, and
+    once done the result (the newest ``cap`` kept lines, the total, where each rank ended)."""
+
+    count: int
+    fraction: float
+    result: ScanResult | None = None
+
+
+Progress = AsyncGenerator[GrepProgress, None]
+
+
+def grep_run(run: Run, ranks: list[int], line_filter: LineFilter, *, cap: int,
+             interval: float = PROGRESS_S, processes: int | None = None) -> Progress:
+    """``processes``: scan in that many scanner processes (0: a thread), whatever the size."""
+    paths = {rank: run.log(rank).path for rank in ranks}
+    if processes is None:
+        big = sum(_size(path) for path in paths.values()) >= PROCESS_BYTES
+        processes = min(cpus(), len(paths)) if big else 0
+    if processes:
+        return _in_processes(paths, line_filter, cap, processes, interval)
+    return _in_thread(paths, line_filter, cap, interval)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+async def _in_thread(paths: dict[int, Path], line_filter: LineFilter, cap: int,
+                     interval: float) -> AsyncGenerator[GrepProgress, None]:
+    scan = RunScan(paths, BlockSearch.of(line_filter), cap)
+    task = asyncio.ensure_future(asyncio.to_thread(scan.run))
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved: never "lost"
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=interval)
+            if done:
+                yield GrepProgress(scan.count, 1.0, task.result())
+                return
+            yield GrepProgress(scan.count, scan.fraction)
+    finally:
+        scan.cancel()
+
+
+class _Scanner:
+    """One scanner process, read by a thread of its own (blocking reads let go of the GIL) that
+    keeps what it said so far and waits for its end: no asyncio child watcher, whose threads
+    race ``subprocess``'s own reaping on Python 3.11 ("Unknown child process pid ...")."""
+
+    def __init__(self, group: dict[int, Path], line_filter: LineFilter, cap: int) -> None:
+        self.count = 0
+        self.done_bytes = 0
+        self.result: tuple[list[LogLine], int, dict[int, int]] | None = None
+        self.error: str | None = None
+        self.proc = subprocess.Popen(scanner_command(), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.job = json.dumps({"pattern": line_filter.text, "cap": cap,
+                               "paths": {str(r): str(p) for r, p in group.items()}}).encode()
+
+    def listen(self) -> None:
+        """In a thread: the job in, frames out, until the scanner ends (or is ended)."""
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+        assert stdin is not None and stdout is not None
+        try:
+            with contextlib.suppress(BrokenPipeError):
+                stdin.write(self.job)
+                stdin.close()
+            while True:
+                head = stdout.read(4)
+                body = stdout.read(int.from_bytes(head, "little")) if len(head) == 4 else b""
+                if not body:
+                    break
+                said = marshal.loads(body)
+                if said[0] == "p":
+                    self.count, self.done_bytes = said[1], said[2]
+                elif said[0] == "r":
+                    self.result = (said[1], said[2], {int(k): v for k, v in said[3].items()})
+                    self.count = said[2]
+                else:
+                    self.error = str(said[1])
+        finally:
+            stdout.close()
+            self.proc.wait()
+
+    def end(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+
+
+def scanner_command() -> list[str]:
+    """``python -I``: nothing from the environment or the working folder is imported; this
+    sparktui's own folder is put first, so the scanner runs the console's code."""
+    root = str(Path(__file__).resolve().parents[2])  # the folder that holds sparktui/
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+            "from sparktui.backend.grepscan import main; sys.exit(main())")
+    return [sys.executable, "-I", "-c", code, root]
+
+
+async def _in_processes(paths: dict[int, Path], line_filter: LineFilter, cap: int, processes: int,
+                        interval: float) -> AsyncGenerator[GrepProgress, None]:
+    total = sum(_size(path) for path in paths.values()) or 1
+    scanners: list[_Scanner] = []
+    listening: list[asyncio.Future[None]] = []
+    try:
+        for group in groups(paths, processes):
+            scanners.append(_Scanner(group, line_filter, cap))
+            listening.append(asyncio.ensure_future(asyncio.to_thread(scanners[-1].listen)))
+        readers = set(listening)
+        while readers:
+            done, readers = await asyncio.wait(readers, timeout=interval)
+            for task in done:
+                task.result()
+            if readers:
+                yield GrepProgress(sum(s.count for s in scanners),
+                                   min(1.0, sum(s.done_bytes for s in scanners) / total))
+        failed = [s.error or "a grep scanner ended before its files did" for s in scanners
+                  if s.result is None]
+        if failed:
+            raise RuntimeError(failed[0])
+        results = [s.result for s in scanners if s.result is not None]
+        lines = list(heapq.merge(*(lines for lines, _kept, _scanned in results)))
+        scanned = {rank: no for _lines, _kept, per_rank in results for rank, no in per_rank.items()}
+        kept = sum(kept for _lines, kept, _scanned in results)
+        yield GrepProgress(kept, 1.0, ScanResult(lines[-cap:] if cap > 0 else [], kept, scanned))
+    finally:
+        for scanner in scanners:
+            scanner.end()  # its reader thread sees the pipe close and reaps it
+        await asyncio.gather(*listening, return_exceptions=True)

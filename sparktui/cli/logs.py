@@ -1,0 +1,107 @@
+"""``sparktui logs``: a run's captured lines, every rank merged in capture order, grepped with the
+console's grep (``core.linefilter``) at the pace of ``grep`` (``core.rungrep``).
+
+A run that ended (``down`` removed every container: the run's events say so) is read straight
+from its files: nothing can add a line, so there is nothing to connect to, and this module
+imports no more than it needs for that (no recipe models, Rich or backend; ``bench/grep.py``
+measures the whole command against ``grep -E``). Any other run is caught up from its containers
+first, through the Orchestrator (``sparktui.cli.ops``), then read the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+from datetime import datetime, timedelta, timezone
+
+from sparktui.core.blockgrep import BlockSearch
+from sparktui.core.controls import visible_bytes
+from sparktui.core.errors import SparkError
+from sparktui.core.linefilter import LineFilter
+from sparktui.core.rungrep import Found, merge_found, norm_ts
+from sparktui.core.runstore import Run
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    line_filter = LineFilter.require(args.grep or "")  # the console's grep: smart case, ! inverts
+    cutoff = since_cutoff(args.since)
+    search = BlockSearch.of(line_filter)
+    if not args.follow:
+        run = _ended_run(args)
+        if run is not None:
+            print_run(run, search, rank=args.rank, cutoff=cutoff, timestamps=args.timestamps,
+                      raw=args.raw)
+            return 0
+    from sparktui.cli.ops import logs_attached  # connects: the backend
+
+    return logs_attached(args, search, cutoff)
+
+
+def since_cutoff(since: str | None) -> bytes | None:
+    """``--since``: the oldest time stamp shown, normalised as the lines' are (``norm_ts``)."""
+    if not since:
+        return None
+    from sparktui.core.units import parse_duration
+
+    try:
+        seconds = parse_duration(since)
+    except ValueError:
+        raise SparkError(f"--since {since!r}: use a duration such as 10m or 90s") from None
+    t = datetime.now(timezone.utc) - timedelta(seconds=seconds)
+    return norm_ts(t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")).encode()
+
+
+def _ended_run(args: argparse.Namespace) -> Run | None:
+    """The recipe's latest run when it ended; None when that takes more than its files (no
+    such recipe or run, or containers that may still write: the Orchestrator finds out)."""
+    from sparktui.config import recipes_dirs, state_dir
+    from sparktui.core.names import is_safe
+    from sparktui.core.recipefiles import locate, slug_for
+    from sparktui.core.runstore import RunStore
+
+    try:
+        path = locate(args.recipe, recipes_dirs(args.recipes))
+        if path is None or not is_safe(slug := slug_for(path)):
+            return None
+        run = RunStore(state_dir()).latest(slug)
+    except (OSError, RuntimeError, SparkError):  # the slow way says what is wrong, in full
+        return None
+    return run if run is not None and run.ended() else None
+
+
+def print_run(run: Run, search: BlockSearch, *, rank: int | None, cutoff: bytes | None,
+              timestamps: bool, raw: bool = False) -> None:
+    """The run's kept lines, ``r<rank> <text>``, as they are found; control characters written
+    out as ``\\x1b`` unless ``raw`` (a container's text may retitle or clear the terminal)."""
+    from sparktui.backend.grepwork import searching
+
+    paths = run.rank_paths()
+    if rank is not None:
+        paths = {rank: paths[rank]} if rank in paths else {}
+    sys.stdout.flush()  # nothing buffered is copied into a worker
+    with searching(paths, search) as sources:
+        write_found(merge_found(sources), cutoff=cutoff, timestamps=timestamps, raw=raw)
+
+
+def write_found(batches: Iterable[list[Found]], *, cutoff: bytes | None, timestamps: bool,
+                raw: bool = False) -> None:
+    """Lines as the engine wrote them (data, like ``docker logs``: never markup), UTF-8, their
+    control characters visible unless ``raw``."""
+    out = sys.stdout.buffer
+    names: dict[int, bytes] = {}
+    for batch in batches:
+        parts: list[bytes] = []
+        for key, rank, _place, text in batch:
+            if cutoff is not None and key < cutoff:
+                continue
+            name = names.get(rank)
+            if name is None:
+                name = names[rank] = b"r%d " % rank
+            if timestamps:
+                parts += (name, key[11:23], b" ", text, b"\n")
+            else:
+                parts += (name, text, b"\n")
+        chunk = b"".join(parts)
+        out.write(chunk if raw else visible_bytes(chunk))
+        out.flush()

@@ -1,0 +1,319 @@
+"""Grep over a run's files at the pace of grep: a compiled regex over blocks of whole lines.
+
+Line by line, Python spends about a microsecond on every line whatever the pattern (1 M lines of
+a long run: 1.5 s where ``grep -E`` takes 0.12 s). Here a rank's file is read in blocks of whole
+lines, the regex runs over a block in one call, in C, and Python only touches the lines it finds
+(``core.blockgrep`` decides where to look; the rules stay in ``core.linefilter``): for
+``sparktui logs`` every rank's kept lines merged in capture order (``rank_found``,
+``merge_found``), for the console a scan that numbers them, keeps the newest and counts the rest
+(``RunScan``), and the newest lines of a file (``tail``).
+
+Lines are the ones ``RankLog.read`` yields: universal newlines (``\\r\\n`` and a lone ``\\r`` end a
+line), UTF-8 with replacement characters, ``<ts>\\t<text>``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, NamedTuple
+
+from sparktui.core.blockgrep import BlockSearch, Kept
+
+BLOCK_BYTES: Final = 256 << 10
+"""Bytes read and searched at once: a block stays in the CPU's cache between the read, the
+search and the expansion of its hits (1 MiB and up read slower), and Python's cost per block
+(some microseconds) is lost in 256 KiB."""
+
+def norm_ts(ts: str) -> str:
+    """``2026-01-01T12:00:05.100000000Z``: docker trims trailing zeros off the fraction and the
+    local runtime writes microseconds; padded to nanoseconds, times sort as text."""
+    if len(ts) == 30 and ts[19] == ".":
+        return ts
+    base, _, frac = ts.rstrip("Z").partition(".")
+    return f"{base[:19]}.{frac[:9].ljust(9, '0')}Z"
+
+
+def norm_ts_bytes(ts: bytes) -> bytes:
+    """``norm_ts`` of a time stamp read as bytes (docker's trimmed nanoseconds padded without
+    leaving bytes: a tenth of a real run's stamps)."""
+    size = len(ts)
+    if 20 < size <= 30 and ts[19] == 46 and ts[-1] == 90:  # ".", "Z"
+        return ts if size == 30 else ts[:-1].ljust(29, b"0") + b"Z"
+    return norm_ts(ts.decode("utf-8", "replace")).encode()
+
+
+# -- reading a rank's file --------------------------------------------------------------------
+Block = tuple[int, bytes, int, int]
+"""``(file offset of data[0], data, lo, hi)``: ``data[lo:hi]`` holds whole lines."""
+
+
+def blocks(path: Path, *, size: int = BLOCK_BYTES) -> Iterator[Block]:
+    """A rank's file ``size`` bytes at a time, never copied again: a read's last, cut line is
+    completed by the next read and comes alone, in a block of its own. Every line but perhaps
+    the file's last ends with ``\\n``; ``\\r\\n`` and a lone ``\\r`` become ``\\n``, as
+    ``RankLog.read`` (text mode) reads them, and a block never ends between the two."""
+    try:
+        f = path.open("rb", buffering=0)
+    except FileNotFoundError:
+        return
+    with f:
+        offset = 0  # of the next byte read
+        rest = b""  # the start of a line cut by the last read
+        while True:
+            chunk = f.read(size)
+            if not chunk:
+                break
+            first = chunk.find(b"\n") + 1
+            if not first:  # no line ends in it: a long line
+                rest += chunk
+                offset += len(chunk)
+                continue
+            lo = 0
+            if rest:
+                line = rest + chunk[:first]
+                yield from _universal(offset - len(rest), line, 0, len(line))
+                lo = first
+            cut = chunk.rfind(b"\n") + 1
+            if lo < cut:
+                yield from _universal(offset, chunk, lo, cut)
+            rest = chunk[cut:]
+            offset += len(chunk)
+        if rest:
+            yield from _universal(offset - len(rest), rest, 0, len(rest))
+
+
+def _universal(offset: int, data: bytes, lo: int, hi: int) -> Iterator[Block]:
+    if data.find(b"\r", lo, hi) < 0:
+        yield offset, data, lo, hi
+        return
+    lines = data[lo:hi].replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    yield offset + lo, lines, 0, len(lines)
+
+
+# -- the command line: kept lines of every rank, in capture order ------------------------------
+Found = tuple[bytes, int, int, bytes]
+"""A kept line for ``sparktui logs``: ``(time stamp, rank, place in the file, text)``, the stamp
+normalised (``norm_ts``), the text UTF-8. Tuples compare in capture order."""
+
+
+def rank_found(path: Path, rank: int, search: BlockSearch, *,
+               size: int = BLOCK_BYTES) -> Iterator[list[Found]]:
+    """The kept lines of one rank's file, in file order, a block at a time."""
+    norm = norm_ts_bytes
+    dense = False
+    for offset, data, lo, hi in blocks(path, size=size):
+        kept = search.kept(data, lo, hi, dense=dense)
+        buf, spans = kept.buf, kept.spans
+        dense = kept.dense
+        if not spans:
+            continue
+        if isinstance(buf, bytes):
+            yield [((ts if len(ts := buf[start:t]) == 30 else norm(ts)), rank, offset + start,
+                    buf[t + 1:end]) if t >= 0 else (norm(buf[start:end]), rank, offset + start, b"")
+                   for start, t, end in spans]
+        else:  # the region decoded: its characters counted from the region's first byte
+            base = offset + lo
+            yield [(norm(buf[start:t].encode()), rank, base + start, buf[t + 1:end].encode())
+                   if t >= 0 else (norm(buf[start:end].encode()), rank, base + start, b"")
+                   for start, t, end in spans]
+
+
+def merged(paths: dict[int, Path], search: BlockSearch, *,
+           size: int = BLOCK_BYTES) -> Iterator[list[Found]]:
+    """Every rank's kept lines in capture order (``merge_found``), read in this process."""
+    return merge_found({rank: rank_found(path, rank, search, size=size)
+                        for rank, path in paths.items()})
+
+
+def merge_found(sources: dict[int, Iterator[list[Found]]]) -> Iterator[list[Found]]:
+    """Every rank's kept lines (``rank_found``'s batches, from wherever they are searched) in
+    capture order, in batches as they are found: a batch goes out once every rank has been
+    read past it. Only kept lines are merged, a batch with one ``list.sort`` (each rank's batch
+    is a sorted run already). The order is ``heapq.merge``'s, as the console merges its windows:
+    should a rank's time stamps go back (a clock stepped), the rest is merged by
+    ``heapq.merge`` itself."""
+    streams = dict(sorted(sources.items()))
+    pending: dict[int, list[Found]] = {rank: [] for rank in streams}
+    last: dict[int, Found | None] = {rank: None for rank in streams}  # each rank's latest line
+    while streams:
+        for rank in list(streams):
+            if pending[rank]:
+                continue
+            batch = next(streams[rank], None)
+            if batch is None:
+                del streams[rank]
+                continue
+            pending[rank] = batch
+            before = last[rank]
+            if (before is not None and batch[0] < before) or batch != sorted(batch):
+                # a clock stepped back: the general merge from here on
+                yield from _chunks(heapq.merge(*(
+                    itertools.chain(pending[r], _flat(streams[r])) if r in streams else pending[r]
+                    for r in sorted(pending))))
+                return
+            last[rank] = batch[-1]
+        if not streams:
+            break
+        upto = min(pending[rank][-1] for rank in streams)  # no rank can bring one before this
+        out: list[Found] = []
+        for rank, lines in pending.items():
+            cut = bisect.bisect_right(lines, upto)
+            if cut:
+                out += lines[:cut]
+                pending[rank] = lines[cut:]
+        out.sort()
+        yield out
+    rest = [line for lines in pending.values() for line in lines]
+    rest.sort()
+    if rest:
+        yield rest
+
+
+def _flat(batches: Iterator[list[Found]]) -> Iterator[Found]:
+    for batch in batches:
+        yield from batch
+
+
+def _chunks(lines: Iterator[Found], size: int = 4096) -> Iterator[list[Found]]:
+    batch: list[Found] = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+# -- the console: numbered lines, the newest few kept, a live count -----------------------------
+LogLine = tuple[str, int, int, str]
+"""One captured line as the console keeps it (``ui/logstore.py``): ``(ts, rank, no, text)``.
+
+``ts`` is the capture time, RFC 3339 UTC with nanoseconds (``norm_ts``); ``no`` the line number
+in the run's file of that rank, from 1. Tuples compare in capture order: time, then rank, then
+line number. A plain tuple on purpose, not a NamedTuple: CPython stops tracking a tuple of
+strings and ints in its cycle collector after the first collection, but keeps tracking every
+instance of a tuple subclass. The windows hold tens of thousands of lines; tracked, each full
+collection walked them all and stopped the console for 200-300 ms under a log flood
+(docs/benchmarks.md, UI flood)."""
+
+
+class ScanResult(NamedTuple):
+    lines: list[LogLine]  # the newest ``cap`` kept lines, in capture order
+    total: int  # every kept line
+    scanned: dict[int, int]  # per rank, the last line number read
+
+
+@dataclass
+class RunScan:
+    """A scan of some ranks' files for the console: the kept lines with their numbers (the
+    newest ``cap``), a count that grows as it goes (read from another thread, or reported by
+    ``on_block`` after each block), and a stop. ``run`` in a thread; ``cancel`` from anywhere."""
+
+    paths: dict[int, Path]
+    search: BlockSearch
+    cap: int
+    size: int = BLOCK_BYTES  # about 0.2 ms of C per block: the event loop gets the GIL often
+    on_block: Callable[[RunScan], None] | None = None
+    count: int = 0  # kept lines so far
+    done_bytes: int = 0
+    total_bytes: int = 0  # the files' sizes when the scan started
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def fraction(self) -> float:
+        """The share of the files read so far (a file may grow meanwhile: at most 1)."""
+        return min(1.0, self.done_bytes / self.total_bytes) if self.total_bytes else 0.0
+
+    def cancel(self) -> None:
+        self._stop.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._stop.is_set()
+
+    def run(self) -> ScanResult:
+        per_rank: list[list[LogLine]] = []
+        scanned: dict[int, int] = {}
+        self.total_bytes = sum(path.stat().st_size for path in self.paths.values() if path.exists())
+        for rank, path in sorted(self.paths.items()):
+            kept: deque[tuple[int, Any, Any]] = deque(maxlen=max(self.cap, 0))
+            scanned[rank] = self._rank(path, kept)
+            per_rank.append([_line(rank, no, line, tab) for no, line, tab in kept])
+        lines = list(heapq.merge(*per_rank))
+        return ScanResult(lines[-self.cap:] if self.cap > 0 else [], self.count, scanned)
+
+    def _rank(self, path: Path, kept: deque[tuple[int, Any, Any]]) -> int:
+        """The rank's kept lines into ``kept`` as ``(no, line, where its tab is)`` (made into
+        ``LogLine``s at the end: only the newest ``cap`` ever are); returns the number of the
+        last line read."""
+        no = 0  # lines before the block
+        dense = False
+        for _offset, data, lo, hi in blocks(path, size=self.size):
+            if self.cancelled:
+                break
+            block = self.search.kept(data, lo, hi, dense=dense)
+            dense = block.dense
+            no = _numbered(block, no, kept)
+            self.count += len(block.spans)
+            self.done_bytes += block.hi - block.lo
+            if self.on_block is not None:
+                self.on_block(self)
+        return no
+
+
+def _numbered(block: Kept, no: int, kept: deque[tuple[int, Any, Any]]) -> int:
+    """The block's kept lines into ``kept`` with their numbers (its first line is ``no + 1``);
+    returns the number of its last line. Newlines are counted once, between the kept lines."""
+    buf, lo, hi, spans, _ = block
+    nl: Any = b"\n" if isinstance(buf, bytes) else "\n"
+    count = buf.count
+    if kept.maxlen is not None and len(spans) > kept.maxlen:  # the others would be dropped
+        before = no + count(nl, lo, spans[len(spans) - kept.maxlen][0]) if kept.maxlen else no
+        at = spans[len(spans) - kept.maxlen][0] if kept.maxlen else lo
+        spans = spans[len(spans) - kept.maxlen:]
+    else:
+        at, before = lo, no
+    for start, t, end in spans:
+        before += count(nl, at, start)
+        at = start
+        kept.append((before + 1, buf[start:end], t - start))  # split when kept to the end
+    return before + count(nl, at, hi) + (0 if buf[hi - 1:hi] == nl else 1)
+
+
+def _line(rank: int, no: int, line: bytes | str, tab: int) -> LogLine:
+    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+    if tab < 0:
+        return norm_ts(text), rank, no, ""
+    return norm_ts(text[:tab]), rank, no, text[tab + 1:]
+
+
+def tail(path: Path, rank: int, window: int, *, size: int = BLOCK_BYTES) -> list[LogLine]:
+    """The newest ``window`` lines of a rank's file with their numbers, as ``RankLog.read``
+    reads them: every block is counted (at memory speed), only the last few are parsed."""
+    recent: deque[tuple[int, bytes, int, int, int]] = deque()  # (lines before, data, lo, hi, lines)
+    no = held = 0
+    for _offset, data, lo, hi in blocks(path, size=size):
+        n = data.count(b"\n", lo, hi) + (0 if data[hi - 1:hi] == b"\n" else 1)
+        recent.append((no, data, lo, hi, n))
+        no += n
+        held += n
+        while held - recent[0][4] >= window:
+            held -= recent.popleft()[4]
+    lines: list[LogLine] = []
+    for before, data, lo, hi, _n in recent:
+        text = data[lo:hi].decode("utf-8", "replace")
+        rows = text.split("\n")
+        if text.endswith("\n"):
+            rows.pop()
+        for i, row in enumerate(rows, before + 1):
+            stamp, _, body = row.partition("\t")
+            lines.append((norm_ts(stamp), rank, i, body))
+    return lines[-window:] if window > 0 else []

@@ -1,0 +1,88 @@
+"""The console's grep over a run's files (``Orchestrator.grep_history``, ``backend/history.py``):
+progress while it scans, then the result; leaving early stops the scan."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+import pytest
+
+from sparktui.backend import history
+from sparktui.backend.history import GrepProgress, grep_run
+from sparktui.core.linefilter import LineFilter
+from sparktui.core.rungrep import RunScan
+from sparktui.core.runstore import RunStore
+
+
+def big_run(tmp_path: Path, lines: int) -> tuple[object, int]:
+    run = RunStore(tmp_path).create("demo")
+    for rank in range(2):
+        run.log(rank).path.write_text("".join(
+            f"2026-01-01T00:00:{i % 60:02d}.{i:09d}Z\t{'hit' if i % 10 == 0 else 'miss'} {i}\n"
+            for i in range(lines)))
+    return run, 2 * lines // 10
+
+
+async def test_progress_then_the_result(tmp_path: Path) -> None:
+    run, hits = big_run(tmp_path, 200_000)
+    seen: list[GrepProgress] = [p async for p in grep_run(run, [0, 1], LineFilter.parse("hit"), cap=100, processes=0,
+                                                          interval=0.001)]
+    *during, last = seen
+    assert last.result is not None and last.count == hits == last.result.total
+    assert len(last.result.lines) == 100 and last.result.scanned == {0: 200_000, 1: 200_000}
+    assert all(p.result is None for p in during)
+    counts = [p.count for p in seen]
+    assert counts == sorted(counts)  # a count that only grows
+
+
+async def test_leaving_early_stops_the_scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run, _hits = big_run(tmp_path, 200_000)
+    cancelled: list[RunScan] = []
+    cancel = RunScan.cancel
+
+    def spy(scan: RunScan) -> None:
+        cancelled.append(scan)
+        cancel(scan)
+
+    monkeypatch.setattr(RunScan, "cancel", spy)
+    progress = grep_run(run, [0, 1], LineFilter.parse("hit"), cap=10, interval=0.001, processes=0)
+    first = await anext(progress)
+    assert first.result is None
+    await progress.aclose()  # a new pattern: the console's worker is cancelled
+    assert len(cancelled) == 1 and cancelled[0].cancelled
+    assert history.PROGRESS_S == 0.1
+
+
+async def test_scanner_processes_find_what_the_thread_finds(tmp_path: Path) -> None:
+    run, _hits = big_run(tmp_path, 50_000)
+    for pattern in ("hit", "!hit", "miss 4\\d+$"):
+        f = LineFilter.parse(pattern)
+        alone = [p async for p in grep_run(run, [0, 1], f, cap=1000, processes=0)][-1].result
+        spread = [p async for p in grep_run(run, [0, 1], f, cap=1000, processes=2, interval=0.01)]
+        assert spread[-1].result == alone and alone is not None
+        assert all(p.result is None for p in spread[:-1])
+
+
+async def test_leaving_early_ends_the_scanner_processes(tmp_path: Path) -> None:
+    run, _hits = big_run(tmp_path, 200_000)
+    progress = grep_run(run, [0, 1], LineFilter.parse("hit"), cap=10, processes=2, interval=0.001)
+    await anext(progress)
+    scanners = scanner_children()
+    assert len(scanners) == 2
+    await progress.aclose()  # a new pattern: the console's worker is cancelled
+    assert not [p for p in scanners if p.exists()]  # ended and waited for: not even zombies
+
+
+def scanner_children() -> list[Path]:
+    """This process's children running ``backend/grepscan.py``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if parent == os.getpid() and b"grepscan" in (proc / "cmdline").read_bytes():
+                found.append(proc)
+    return found

@@ -1,0 +1,169 @@
+"""``sparktui logs`` over a captured run: every rank merged in capture order, the console's grep,
+``--rank``, ``--since`` and ``--timestamps``; a run that ended is read from its files alone
+(a cluster that cannot be reached does not matter), any other asks its containers first; big
+runs are searched by worker processes that print exactly what one process prints."""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from sparktui.backend.grepwork import groups, searching
+from sparktui.core.blockgrep import BlockSearch
+from sparktui.core.errors import SparkError
+from sparktui.core.linefilter import LineFilter
+from sparktui.core.rungrep import merge_found, merged, norm_ts
+from sparktui.core.runstore import RankLog
+from tests.conftest import ROOT
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+SLUG = "demo-tp4"  # the shipped recipe: its runs are <state>/sparktui/runs/demo-tp4-<time>
+UNREACHABLE = """name = "far"
+hf_cache = "/srv/hf"
+[ssh]
+user = "nobody"
+identity = "/nonexistent/id_ed25519"
+""" + "".join(f'[[nodes]]\nname = "n{i}"\nhost = "192.0.2.{i + 1}"\n' for i in range(4))
+
+
+def stamp(t: datetime) -> str:
+    """As docker writes them: nanoseconds, trailing zeros trimmed."""
+    frac = f"{t.microsecond:06d}000".rstrip("0")
+    return t.strftime("%Y-%m-%dT%H:%M:%S") + (f".{frac}" if frac else "") + "Z"
+
+
+def make_run(state: Path, *, ended: bool, start: datetime, lines: int = 40) -> Path:
+    """A run of four ranks as the follower writes it; ``ended``: a down removed everything."""
+    run = state / "sparktui" / "runs" / f"{SLUG}-20260101-000000"
+    run.mkdir(parents=True)
+    for rank in range(4):
+        rows = []
+        for i in range(lines):
+            t = start + timedelta(milliseconds=250 * i + 37 * rank)
+            running = (i * 7 + rank) % 65
+            rows.append(f"{stamp(t)}\tDecode batch. #running-req: {running}, #token: {i * 13}\n")
+            if i % 9 == 0:
+                rows.append(f'{stamp(t)}\tINFO:     10.0.0.{rank}:4{i:04d} - "POST /generate HTTP/1.1" 200 OK\n')
+        (run / f"r{rank}.log").write_text("".join(rows))
+    events = [{"ts": "2026-01-01T00:00:00.000000Z", "kind": "up"}]
+    if ended:
+        events.append({"ts": "2026-01-01T01:00:00.000000Z", "kind": "down", "kept": []})
+    (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    return run
+
+
+def expected(run: Path, pattern: str, ranks: range = range(4)) -> list[str]:
+    """``r<rank> <text>`` of every kept line, merged as the console merges them."""
+    f = LineFilter.parse(pattern)
+    per_rank = [[(norm_ts(ts), rank, no, text) for no, ts, text in RankLog(run / f"r{rank}.log").read()
+                 if f.matches(text)] for rank in ranks]
+    return [f"r{rank} {text}" for _ts, rank, _no, text in heapq.merge(*per_rank)]
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Iterator[Cli]:
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"),
+           "XDG_CONFIG_HOME": str(tmp_path / "config"), "HF_HOME": str(tmp_path / "hf")}
+    env.pop("SPARKTUI_CLUSTER", None)
+    env.pop("SPARKTUI_RECIPES", None)
+    (tmp_path / "far.toml").write_text(UNREACHABLE)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([sys.executable, "-m", "sparktui", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert "Traceback (most recent call last):\n  File" not in proc.stderr, proc.stderr
+        return proc
+
+    yield run
+
+
+def test_an_ended_run_is_read_from_its_files_without_reaching_a_node(cli: Cli, tmp_path: Path) -> None:
+    run = make_run(tmp_path / "state", ended=True, start=datetime(2026, 1, 1, tzinfo=timezone.utc))
+    far = str(tmp_path / "far.toml")
+    for pattern in ("#running-req: 6[0-4],", "!running", "POST", "post /generate"):
+        res = cli("logs", SLUG, "--cluster", far, "--grep", pattern)
+        assert res.returncode == 0 and res.stderr == "", res.stderr
+        want = expected(run, pattern)
+        assert want and res.stdout.splitlines() == want, pattern
+        assert {line.split(" ", 1)[0] for line in want} == {"r0", "r1", "r2", "r3"}
+    every = cli("logs", SLUG, "--cluster", far)
+    assert every.stdout.splitlines() == expected(run, "")
+    one = cli("logs", SLUG, "--cluster", far, "--rank", "2", "--grep", "post")
+    assert one.stdout.splitlines() == expected(run, "post", range(2, 3))
+    stamped = cli("logs", SLUG, "--cluster", far, "--rank", "1", "--timestamps", "--grep", "POST")
+    first = stamped.stdout.splitlines()[0]
+    assert first.startswith("r1 00:00:00.037 INFO:"), first  # the normalised time, to the ms
+
+
+def test_a_run_that_may_still_write_asks_its_containers_first(cli: Cli, tmp_path: Path) -> None:
+    make_run(tmp_path / "state", ended=False, start=datetime(2026, 1, 1, tzinfo=timezone.utc))
+    res = cli("logs", SLUG, "--cluster", str(tmp_path / "far.toml"), "--grep", "POST")
+    assert res.returncode == 2 and res.stdout == ""  # the cluster's identity file: nothing tried
+    assert "/nonexistent/id_ed25519" in res.stderr
+
+
+def test_since_keeps_the_newest_lines(cli: Cli, tmp_path: Path) -> None:
+    now = datetime.now(timezone.utc)
+    run = make_run(tmp_path / "state", ended=True, start=now - timedelta(minutes=30), lines=20)
+    recent = run / "r3.log"
+    recent.write_text(recent.read_text() + f"{stamp(now - timedelta(seconds=5))}\tfresh POST line\n")
+    res = cli("logs", SLUG, "--since", "1m", "--grep", "post")
+    assert res.stdout.splitlines() == ["r3 fresh POST line"]
+    bad = cli("logs", SLUG, "--since", "soon")
+    assert bad.returncode == 1 and "--since 'soon': use a duration such as 10m or 90s" in bad.stderr
+
+
+def test_a_closed_pipe_ends_the_command_and_its_workers_quietly(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    run = make_run(state, ended=True, start=datetime(2026, 1, 1, tzinfo=timezone.utc))
+    body = (run / "r0.log").read_bytes()
+    for rank in range(4):  # 40 MiB: worker processes (grepwork.PARALLEL_BYTES)
+        (run / f"r{rank}.log").write_bytes(body * (10 * 2**20 // len(body) + 1))
+    env = {**os.environ, "XDG_STATE_HOME": str(state), "XDG_CONFIG_HOME": str(tmp_path / "c")}
+    proc = subprocess.run(f"'{sys.executable}' -m sparktui logs {SLUG} --grep running | head -3",
+                          shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert len(proc.stdout.splitlines()) == 3 and "Traceback" not in proc.stderr, proc.stderr
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _mentions(p, str(state))]
+
+
+def _mentions(proc: Path, text: str) -> bool:
+    try:
+        return text.encode() in (proc / "environ").read_bytes()
+    except OSError:
+        return False
+
+
+def test_workers_send_exactly_what_one_process_finds(tmp_path: Path) -> None:
+    run = make_run(tmp_path, ended=True, start=datetime(2026, 1, 1, tzinfo=timezone.utc), lines=400)
+    paths = {rank: run / f"r{rank}.log" for rank in range(4)}
+    for pattern in ("#running-req: 6[0-4],", "!running", "post", "nothing at all"):
+        search = BlockSearch.of(LineFilter.parse(pattern))
+        alone = [line for batch in merged(paths, search, size=512) for line in batch]
+        with searching(paths, search, size=512, workers=3) as sources:
+            assert len({id(s) for s in sources.values()}) == 4
+            spread = [line for batch in merge_found(sources) for line in batch]
+        assert spread == alone, pattern
+    split = groups(paths, 3)  # every rank once, the biggest files apart
+    assert len(split) == 3 and sorted(rank for group in split for rank in group) == [0, 1, 2, 3]
+
+
+def test_a_worker_that_fails_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = make_run(tmp_path, ended=True, start=datetime(2026, 1, 1, tzinfo=timezone.utc))
+    paths = {rank: run / f"r{rank}.log" for rank in range(4)}
+
+    def broken(*_args: object, **_kwargs: object) -> Iterator[list[object]]:
+        raise OSError("disk on fire")
+        yield []
+
+    monkeypatch.setattr("sparktui.backend.grepwork.rank_found", broken)
+    with pytest.raises(SparkError, match="grep failed: OSError: disk on fire"), \
+            searching(paths, BlockSearch.of(LineFilter.parse("x")), workers=2) as sources:
+        list(merge_found(sources))
