@@ -21,6 +21,7 @@ import requests.exceptions
 from sparktui.backend.runtime import ContainerState, ImageMissing, LogChunk, RuntimeLost, Status
 from sparktui.backend.transport import Transport
 from sparktui.core.plan import ContainerSpec
+from sparktui.core.timing import mark
 
 T = TypeVar("T")
 _LOST = (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError,
@@ -69,8 +70,10 @@ class DockerRuntime:
             raise RuntimeLost(str(exc)) from None
         if self._client is None or url != self._url:
             self._url = url
+            mark(f"docker {self.transport.node.name}: client")
             self._client = await asyncio.to_thread(docker.DockerClient, base_url=url, timeout=60,
                                                    version="auto")
+            mark(f"docker {self.transport.node.name}: client ready")
         return self._client
 
     async def _call(self, fn: Callable[[docker.DockerClient], T]) -> T:

@@ -14,6 +14,7 @@ from sparktui.backend.board import Board, ended_boots
 from sparktui.backend.events import ChecksChanged, LogBatch, NodeChanged
 from sparktui.backend.runtime import ContainerState, Runtime, RuntimeLost
 from sparktui.backend.transport import NodeError, Transport
+from sparktui.core import timing
 from sparktui.core.checks import BootChecks, Check
 from sparktui.core.errors import sentence
 from sparktui.core.ranks import LAST_LINES, RankInfo
@@ -113,10 +114,17 @@ class LogFollower:
         if run is not board.run:
             return
         info.last_lines.extend(text for _, _, text in numbered[-LAST_LINES:])
+        seen = timing.enabled() and board.checks.ready_seen(info.rank)
         updates = board.checks.feed(info.rank, [(no, text) for no, _, text in numbered])
+        if timing.enabled() and numbered:
+            timing.mark(f"rank {info.rank}: {len(numbered)} lines, the last written {numbered[-1][1]}")
+            if not seen and board.checks.ready_seen(info.rank):
+                timing.mark(f"rank {info.rank}: ready line seen")
         if updates:
             board.checks_changed(updates)
             board.apply_checks(info, {no: ts for no, ts, _ in numbered})
+            if any(u.check.kind == "ready" and u.state == "passed" for u in updates):
+                board.ready_line()
 
     async def replay_checks(self, run: Run) -> None:
         """Evaluate the checks over what the run's files already hold (since each rank's last

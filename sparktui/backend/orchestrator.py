@@ -46,6 +46,7 @@ from sparktui.core.ranks import RankInfo, first_failures
 from sparktui.core.recipe import Recipe
 from sparktui.core.runstore import MARKER, Run, RunStore, ts_epoch, utc_now
 from sparktui.core.telemetry import DEFAULT_INTERVAL, LOW_MEMORY
+from sparktui.core.timing import mark
 
 LABEL_RUN = "sparktui.run"
 LaunchOrder = Literal["workers-first", "head-first", "parallel"]
@@ -122,8 +123,10 @@ class Orchestrator:
     async def connect(self) -> dict[str, str]:
         """Connect to every node at once; returns the nodes that failed, with the reason."""
         async def one(node: Node) -> tuple[str, str | None]:
+            mark(f"ssh {node.name}: connecting")
             try:
                 await self.transports[node.name].connect()
+                mark(f"ssh {node.name}: connected")
             except NodeError as exc:
                 self.emit(NodeChanged(node.name, "unreachable", exc.reason))
                 return node.name, str(exc)
@@ -282,15 +285,18 @@ class Orchestrator:
         """Launch every rank (workers first by default). Ranks already running are reattached,
         not relaunched. Before anything starts, the image must be the same build on every node
         (``image_check``): else ``ImageMismatch``, which names the nodes."""
+        mark("up: attach")
         if await self.attach(follow=False) and any(
                 r.state in ("booting", "ready") for r in self.ranks):
             self.board.notice("info", "ranks are already running: reattached, nothing relaunched")
             self.start_following()
             return
         if image_check and not self.cluster.is_local:
+            mark("up: image check")
             check = await self.check_images()
             if not check.ok:
                 raise ImageMismatch(check, self.recipe.slug)
+        mark("up: run created")
         run = self.store.create(self.recipe.slug)
         run.write_plan(self.plan)
         run.event("up", plan_hash=self.plan.plan_hash, cluster=self.cluster.name)
@@ -324,6 +330,7 @@ class Orchestrator:
         assert run is not None
         spec = self.plan.ranks[info.rank].container
         self.board.set_state(info, "creating")
+        mark(f"rank {info.rank}: create")
         try:
             st = await self.runtimes[info.node.name].run(spec, {LABEL_RUN: run.id})
         except Exception as exc:

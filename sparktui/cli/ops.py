@@ -24,6 +24,7 @@ from sparktui.config import state_dir
 from sparktui.core.errors import ConfigError, SparkError
 from sparktui.core.linefilter import LineFilter
 from sparktui.core.runstore import Run
+from sparktui.core.timing import mark
 from sparktui.core.units import format_bytes, parse_duration
 
 out = Console(highlight=False, soft_wrap=True)
@@ -207,8 +208,11 @@ def cmd_stage(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    mark("cli: up (interpreter, imports, arguments done)")
+
     async def go() -> int:
         async with _opened(args, EventPrinter()) as orch:
+            mark("cli: plan loaded")
             unreachable = await orch.connect()
             if unreachable:
                 for reason in unreachable.values():
@@ -219,7 +223,10 @@ def cmd_up(args: argparse.Namespace) -> int:
             err.print(plain(f"run {orch.run.id} · logs in {orch.run.dir}"))
             if not args.wait:
                 return 0 if not any(r.state == "failed" for r in orch.ranks) else 1
-            return _verdict(orch, await orch.wait(orch.plan.boot.timeout_s + 5))
+            ready = await orch.wait(orch.plan.boot.timeout_s + 5)
+            verdict = _verdict(orch, ready)
+            mark("cli: verdict printed")
+            return verdict
     return _run(go())
 
 
