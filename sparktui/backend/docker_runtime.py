@@ -91,6 +91,12 @@ class DockerRuntime:
                 raise RuntimeLost(f"{self.transport.node.name}: {exc}") from None
             raise
 
+    async def open(self) -> None:
+        """The Docker client (its tunnel and its API version request) made now: ``connect``
+        calls this as each node's SSH connection opens, while other nodes still connect."""
+        with contextlib.suppress(Exception):  # the engine unreachable: the first request says so
+            await self._docker()
+
     async def version(self) -> dict[str, Any]:
         result: dict[str, Any] = await self._call(lambda c: c.version())
         return result

@@ -106,6 +106,9 @@ class LocalRuntime:
             raise UnsafeName(f"local rank id {container_id[:80]!r} does not start with {ID_PREFIX}")
         return child(self.state_dir, container_id, "local rank id")
 
+    async def open(self) -> None:
+        """Nothing to open: the ranks are files and processes on this machine."""
+
     async def image_id(self, image: str) -> str | None:
         """There are no images on the local cluster; every rank runs this machine's software."""
         return IMAGE_ID

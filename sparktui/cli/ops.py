@@ -41,7 +41,7 @@ def _make(args: argparse.Namespace, on_event: Callable[[Event], None] | None = N
         access = access_problems(cluster, [cluster.nodes[r.rank] for r in plan.ranks])
         if access:
             raise ConfigError(access)
-    order: LaunchOrder = getattr(args, "launch_order", "workers-first")
+    order: LaunchOrder = getattr(args, "launch_order", "parallel")
     return Orchestrator(recipe, cluster, plan, state_root=state_dir(), on_event=on_event,
                         launch_order=order)
 
@@ -405,11 +405,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_stage)
 
-    p = sub.add_parser("up", help="stage, then launch every rank (workers first) and follow their logs")
+    p = sub.add_parser("up", help="stage, then launch every rank (all at once) and follow their logs")
     common(p)
     p.add_argument("--wait", action="store_true", help="return when ready (0) or failed/timed out (1)")
-    p.add_argument("--launch-order", choices=["workers-first", "head-first", "parallel"],
-                   default="workers-first")
+    p.add_argument("--launch-order", choices=["parallel", "workers-first", "head-first"],
+                   default="parallel", help="start every rank at once (default), or the workers "
+                   "(the head) first, then the others")
     p.add_argument("--no-image-check", action="store_true",
                    help="start even when the image is missing on a node or differs across nodes")
     p.set_defaults(func=cmd_up)
