@@ -161,26 +161,34 @@ def machine() -> str:
 
 
 PHASES: list[tuple[str, str, str]] = [
-    # (label, from mark, to mark): regexes over the timing log, "^" = invocation
+    # (label, from, to): the first mark matching each regex ("^": the invocation; "last:": the
+    # last mark matching, for steps that run on every node or rank at once)
     ("process start, imports, arguments", "^", r"^cli: up"),
     ("plan loaded (recipe, cluster, lints)", r"^cli: up", r"^cli: plan loaded"),
-    ("SSH connects (all nodes at once)", r"^ssh .*: connecting", r"^ssh .*: connected"),
-    ("attach: Docker clients, label search", r"^up: attach", r"^up: image check"),
+    ("SSH connects (every node at once)", r"^ssh .*: connecting", r"last:^ssh .*: connected"),
+    ("then the last Docker client open", r"last:^ssh .*: connected", r"last:^docker .*: client ready"),
+    ("attach (containers by label, every node)", r"^up: attach", r"^up: image check"),
     ("image check (image id on every node)", r"^up: image check", r"^up: run created"),
-    ("run folder, then workers' create+start", r"^up: run created", r"^rank [1-9]\d*: booting"),
-    ("head's create+start", r"^rank 0: create", r"^rank 0: booting"),
-    ("last container running -> rank 0's ready line seen", r"^rank \d+: booting",
+    ("run folder, then every container created and started", r"^up: run created",
+     r"last:^rank \d+: booting"),
+    ("last container running -> rank 0's ready line seen", r"last:^rank \d+: booting",
      r"^rank 0: ready line seen"),
-    ("rank 0's ready line seen -> every rank ready", r"^rank 0: ready line seen",
+    ("rank 0's ready line seen -> every rank ready (probes)", r"^rank 0: ready line seen",
      r"^board: every rank ready"),
     ("every rank ready -> verdict printed", r"^board: every rank ready", r"^cli: verdict printed"),
 ]
 
 
+def at(run: Launch, which: str) -> float:
+    if which == "^":
+        return 0.0
+    if which.startswith("last:"):
+        return run.last(which[5:])
+    return run.first(which)
+
+
 def phase(run: Launch, start: str, end: str) -> float:
-    begin = 0.0 if start == "^" else (run.last(start) if "booting" in start else run.first(start))
-    finish = run.last(end) if ("connected" in end or "booting" in end) else run.first(end)
-    return finish - begin
+    return at(run, end) - at(run, start)
 
 
 def main() -> None:
@@ -227,6 +235,12 @@ def main() -> None:
         values = [v for v in values if v == v]  # a phase a run did not mark
         if values:
             print(f"    {label:<54} {statistics.median(values) * 1e3:6.0f} ms")
+    each = [r.first(rf"^rank {k}: booting") - r.first(rf"^rank {k}: create$")
+            for r in runs for k in range(WORLD)]
+    each = [v for v in each if v == v]
+    if each:
+        print(f"    {'(one container create+start, each rank; median)':<54} "
+              f"{statistics.median(each) * 1e3:6.0f} ms")
     print("  the floor, measured now:")
     for label, seconds in base.items():
         print(f"    {label:<54} {seconds * 1e3:6.0f} ms")
