@@ -15,10 +15,11 @@ measured against: ``python -c pass`` (a process start), one OpenSSH login to a n
 node true``), and one container create+start on a node's engine straight from this machine.
 
 Targets (medians): every container running <= 1.0 s; ready reported <= 0.2 s after the last
-rank's ready line. Run under the shared lock (``flock /tmp/sparktui-realparts.lock``); the
+rank's ready line. ``--compare`` alternates with ``--launch-order workers-first`` runs (the old
+default) and prints the ratio. Run under the shared lock (``flock /tmp/sparktui-realparts.lock``); the
 numbers move with whatever else shares the machine, so it prints the load too.
 
-    python bench/launch.py [--runs 5]
+    python bench/launch.py [--runs 5] [--compare] [--marks]
 """
 
 from __future__ import annotations
@@ -81,13 +82,15 @@ class Launch:
         return max((t for t, what in self.marks if re.search(pattern, what)), default=float("nan"))
 
 
-def one_run(recipe: Path, cluster: str, env: dict[str, str], timing: Path) -> Launch:
+def one_run(recipe: Path, cluster: str, env: dict[str, str], timing: Path,
+            order: str = "parallel") -> Launch:
     timing.unlink(missing_ok=True)
     wall_minus_mono = time.time() - time.monotonic()
     t0 = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "sparktui", "up", str(recipe), "--cluster", cluster,
-                             "--wait"], cwd=ROOT, env={**env, "SPARKTUI_TIMING": str(timing)},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                             "--wait", "--launch-order", order], cwd=ROOT,
+                            env={**env, "SPARKTUI_TIMING": str(timing)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     res = Launch()
     booting: set[str] = set()
@@ -195,6 +198,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--marks", action="store_true", help="print every run's timing log")
+    ap.add_argument("--compare", action="store_true",
+                    help="alternate with runs of --launch-order workers-first (the old default)")
     args = ap.parse_args()
     print(f"machine: {machine()}", flush=True)
     cluster = str(sparktui_testbed.up(WORLD).cluster_file)
@@ -203,15 +208,19 @@ def main() -> None:
         recipe = instant_recipe(Path(tmp))
         timing = Path(tmp) / "timing.log"
         one_run(recipe, cluster, env, timing)  # warm-up: page cache, first container start
-        runs = []
+        runs, serial = [], []
         for i in range(args.runs):
-            runs.append(one_run(recipe, cluster, env, timing))
-            r = runs[-1]
-            print(f"  run {i + 1}: all running {r.running:.2f} s, ready reported {r.ready:.2f} s, "
-                  f"{r.ready_after_line:.3f} s after the last rank's ready line", flush=True)
-            if args.marks:
-                for t, what in r.marks:
-                    print(f"      {t:7.3f}  {what}")
+            for order, into in (("parallel", runs), ("workers-first", serial)):
+                if order != "parallel" and not args.compare:
+                    continue
+                into.append(one_run(recipe, cluster, env, timing, order))
+                r = into[-1]
+                print(f"  run {i + 1} ({order}): all running {r.running:.2f} s, ready reported "
+                      f"{r.ready:.2f} s, {r.ready_after_line:.3f} s after the last rank's ready line",
+                      flush=True)
+                if args.marks:
+                    for t, what in r.marks:
+                        print(f"      {t:7.3f}  {what}")
         base = floor(cluster)
 
     def med(values: list[float]) -> str:
@@ -229,6 +238,10 @@ def main() -> None:
           f"{min(after) * 1e3:.0f}, max {max(after) * 1e3:.0f})  target <= "
           f"{READY_AFTER_LINE_TARGET_S * 1e3:.0f} ms: "
           f"{'met' if m_after <= READY_AFTER_LINE_TARGET_S else 'MISSED'}")
+    if serial:
+        m_serial = statistics.median([r.running for r in serial])
+        print(f"  the same run, --launch-order workers-first (the head after its workers): all running "
+              f"{med([r.running for r in serial])}; all at once is {m_serial / m_running:.2f}x faster")
     print("  where the time goes (medians; phases overlap where they run at once):")
     for label, start, end in PHASES:
         values = [phase(r, start, end) for r in runs]
