@@ -8,6 +8,7 @@ rank, doctor's failures, a changed host key, down.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import docker
+import docker.errors
 import pytest
 
 from sparktui.backend.orchestrator import Orchestrator
@@ -242,3 +244,25 @@ def test_changed_host_key_is_refused(cli: Cli, testbed: Any) -> None:
 def test_down_removes_every_container(cli: Cli, testbed: Any) -> None:
     assert cli("down").returncode == 0
     assert all(not cs for cs in containers(testbed).values())
+
+
+def test_up_replaces_a_container_that_holds_a_ranks_name(cli: Cli, testbed: Any) -> None:
+    """A container left on a node under a rank's name (not found by our labels: a launch cut
+    short, another tool) is removed when the rank is created: the create's name conflict says so,
+    without a request per rank to look first."""
+    recipe = load_recipe(DEMO / "recipe.toml")
+    name = build_plan(recipe, load_cluster(Path(testbed.cluster_file))).ranks[1].container.name
+    node = testbed.nodes[1]
+    client = docker.DockerClient(base_url=f"unix://{node.docker_socket}")
+    squatter = client.containers.create(testbed.image, ["true"], name=name)
+    try:
+        up = cli("up", "--wait")
+        assert up.returncode == 0, up.stderr
+        ours = client.containers.get(name)
+        assert ours.id != squatter.id and ours.status == "running"
+        assert ours.labels["sparktui.rank"] == "1"
+        assert [c.id for c in client.containers.list(all=True) if c.id == squatter.id] == []
+    finally:
+        assert cli("down").returncode == 0
+        with contextlib.suppress(docker.errors.NotFound):
+            client.containers.get(squatter.id).remove(force=True)
