@@ -171,7 +171,9 @@ class DockerRuntime:
             except docker.errors.ImageNotFound:
                 self._ensure_image(c, spec.image)  # pulled, or ImageMissing
                 container = self._create(c, spec.name, kwargs)
+            mark(f"docker {self.transport.node.name}: {spec.name} created")
             container.start()
+            mark(f"docker {self.transport.node.name}: {spec.name} started")
             return self._state(container)
         return await self._call(start)
 

@@ -351,8 +351,12 @@ class Orchestrator:
         info.container_id = st.id
         info.started = time.monotonic()
         # from now on this run owns the container's log from its first line, even if no
-        # sparktui follows it until a later catch-up
-        run.set_cursor(info.rank, st.id, None, save=True)
+        # sparktui follows it until a later catch-up: saved before the rank is followed, the
+        # fsync in a thread (on the event loop the ranks' fsyncs waited for each other)
+        run.set_cursor(info.rank, st.id, None, defer=True)
+        snapshot = run.take_cursors()
+        if snapshot is not None:
+            await asyncio.to_thread(run.write_cursors, snapshot)
         self.board.set_state(info, "booting")
         self.follower.follow(info)
 
