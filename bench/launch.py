@@ -112,7 +112,7 @@ def one_run(recipe: Path, cluster: str, env: dict[str, str], timing: Path,
         raise SystemExit(f"up failed (exit {proc.returncode}):\n{''.join(said)}")
     subprocess.run([sys.executable, "-m", "sparktui", "down", str(recipe), "--cluster", cluster],
                    cwd=ROOT, env=env, capture_output=True, check=True)
-    for raw in timing.read_text().splitlines():
+    for raw in (timing.read_text() if timing.exists() else "").splitlines():  # none: an older sparktui
         stamp, _, what = raw.partition(" ")
         res.marks.append((float(stamp) - t0, what))
     if run_dir is not None:  # the ready lines as each node's engine stamped them (wall clock)
