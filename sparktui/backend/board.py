@@ -19,11 +19,14 @@ from sparktui.core.engines import engine
 from sparktui.core.plan import Plan
 from sparktui.core.ranks import PROBED, RankInfo, RankState, all_ready, all_settled, ready_now
 from sparktui.core.runstore import Run, ts_epoch
+from sparktui.core.timing import mark
 
 SETTLE_S = 0.5
 """When a rank becomes ready, the other booting ranks are asked again this much later: one made
 ready by another's facts (a worker when rank 0 is) may still have lines on their way from its own
-node's log stream, and the boot ends (what never showed fails) once every rank is ready."""
+node's log stream (a fatal line among them). And once every rank is ready, a boot whose checks
+still wait for a line waits this long for it before it ends (what never showed fails); a boot
+whose checks have all passed ends at once."""
 
 BOOT_ENDED = "boot-ended"
 """The run's event saying which ranks' boots ended (their checks were finished)."""
@@ -57,6 +60,10 @@ class Board:
         self.run: Run | None = None
         self.boot_started: float | None = None  # time.monotonic() of the last launch or restart
         self.changed = asyncio.Event()  # set on a failure or when every rank settled: wakes wait()
+        # A ready line appeared: the prober probes the booting ranks now (a worker's readiness
+        # may hang on rank 0's line and its own probe) instead of at its next tick.
+        self.probe_soon = asyncio.Event()
+        self.ending: asyncio.TimerHandle | None = None  # every rank ready; a check's line awaited
         self.formed = False  # every rank was ready in this boot: losing one now loses the group
         self.fell_with: dict[int, int] = {}  # rank -> the rank named as the group's first failure
         self.redactor = plan.redactor()  # a notice or detail may quote a secret (an engine error)
@@ -85,6 +92,10 @@ class Board:
         detail = self.redactor.text(detail)
         if not info.move(state, detail, when):
             return
+        mark(f"rank {info.rank}: {state}")
+        if self.ending is not None and state != "ready":  # not every rank ready any more
+            self.ending.cancel()
+            self.ending = None
         if state not in PROBED:
             info.health = None  # the engine is gone (or not there yet): no code to show
         if self.run is not None:
@@ -154,6 +165,12 @@ class Board:
             self.set_state(info, "failed", f"line {fatal.line_no}: {fatal.text}", when)
             return
         self.maybe_ready(info)
+        if self.ending is not None and not self._checks_waiting():
+            self._end_ready_boot()  # the line the boot waited for came
+
+    def ready_line(self) -> None:
+        """A rank's ready line appeared: booting ranks may now be ready by a probe."""
+        self.probe_soon.set()
 
     def maybe_ready(self, info: RankInfo) -> None:
         """Ready ``info`` if its engine's rule says so. A rank's readiness may hang on another's
@@ -190,15 +207,47 @@ class Board:
                          head_ready=self.ranks[0].state == "ready")
 
     def _finish_boot_if_ready(self) -> None:
-        if not all_ready(self.ranks):
+        """Every rank ready: the boot ends, at once when no check waits for a line; else when
+        its line comes (``apply_checks``) or ``SETTLE_S`` later. A rank made ready by a probe
+        may have lines still on their way through its node's log stream; ending the boot
+        before they came failed their checks (the console and ``up --wait`` wait for this)."""
+        if not all_ready(self.ranks) or self.ending is not None:
             return
         self.formed = True
+        mark("board: every rank ready")
+        if self._checks_waiting():
+            try:
+                self.ending = asyncio.get_running_loop().call_later(SETTLE_S, self._end_ready_boot)
+                return
+            except RuntimeError:  # no event loop (a test driving the Board by hand)
+                pass
+        self._end_ready_boot()
+
+    @property
+    def boot_ending(self) -> bool:
+        """Every rank is ready and the boot waits for a check's line (see ``SETTLE_S``)."""
+        return self.ending is not None
+
+    def _checks_waiting(self) -> bool:
+        """A check of a rank whose boot has not ended yet still waits for its line."""
+        checks = self.checks
+        return any(checks.overall(c) == "pending" for c in checks.checks
+                   if c.kind != "must_not_show"
+                   and any(c.applies_to(i.rank) and i.rank not in checks.finished for i in self.ranks))
+
+    def _end_ready_boot(self) -> None:
+        if self.ending is not None:
+            self.ending.cancel()
+            self.ending = None
+        if not all_ready(self.ranks):  # a rank fell meanwhile: its failure ended the boot
+            return
         ended = [info.rank for info in self.ranks if info.rank not in self.checks.finished]
         if ended:  # none: a reattach found this boot's end recorded already
             self.end_checks(ended)
             if self.run is not None:
                 seconds = time.monotonic() - (self.boot_started or time.monotonic())
                 self.run.event("ready", seconds=round(seconds, 2))
+        mark("board: boot ended")
         self.changed.set()
 
     def end_boot(self, info: RankInfo) -> None:

@@ -41,7 +41,7 @@ class BootWatch:
         board = self.board
 
         async def settled() -> None:
-            while not all_settled(board.ranks):
+            while not all_settled(board.ranks) or board.boot_ending:
                 board.changed.clear()
                 if any(r.state == "failed" for r in board.ranks):
                     end = time.monotonic() + grace

@@ -28,6 +28,7 @@ from sparktui.backend.runtime import (
 )
 from sparktui.backend.transport import Transport
 from sparktui.core.plan import ContainerSpec
+from sparktui.core.timing import mark
 
 T = TypeVar("T")
 _LOST = (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError,
@@ -76,8 +77,10 @@ class DockerRuntime:
             raise RuntimeLost(str(exc)) from None
         if self._client is None or url != self._url:
             self._url = url
+            mark(f"docker {self.transport.node.name}: client")
             self._client = await asyncio.to_thread(docker.DockerClient, base_url=url, timeout=60,
                                                    version="auto")
+            mark(f"docker {self.transport.node.name}: client ready")
         return self._client
 
     async def _call(self, fn: Callable[[docker.DockerClient], T]) -> T:
@@ -94,6 +97,12 @@ class DockerRuntime:
                 self._client = None
                 raise RuntimeLost(f"{self.transport.node.name}: {exc}") from None
             raise
+
+    async def open(self) -> None:
+        """The Docker client (its tunnel and its API version request) made now: ``connect``
+        calls this as each node's SSH connection opens, while other nodes still connect."""
+        with contextlib.suppress(Exception):  # the engine unreachable: the first request says so
+            await self._docker()
 
     async def version(self) -> dict[str, Any]:
         result: dict[str, Any] = await self._call(lambda c: c.version())
@@ -162,15 +171,31 @@ class DockerRuntime:
             kwargs["device_requests"] = [req]
 
         def start(c: docker.DockerClient) -> ContainerState:
-            self._ensure_image(c, spec.image)
-            self._name_free(c, spec.name)
+            # Three requests when nothing is in the way (create, its inspect, start): asking first
+            # whether the image is there and whether a container holds the name cost two more
+            # round trips through the node's tunnel per rank, on every launch.
             try:
-                return self._state(c.containers.run(**kwargs))
-            except docker.errors.APIError as exc:
-                if exc.status_code == 409:  # created meanwhile, by another sparktui or by hand
-                    self._name_free(c, spec.name)
-                raise
+                container = self._create(c, spec.name, kwargs)
+            except docker.errors.ImageNotFound:
+                self._ensure_image(c, spec.image)  # pulled, or ImageMissing
+                container = self._create(c, spec.name, kwargs)
+            mark(f"docker {self.transport.node.name}: {spec.name} created")
+            container.start()
+            mark(f"docker {self.transport.node.name}: {spec.name} started")
+            return self._state(container)
         return await self._call(start)
+
+    def _create(self, c: docker.DockerClient, name: str, kwargs: dict[str, Any]) -> Any:
+        """The container, created. A container holding its name (another operator's, one
+        sparktui never made, one created meanwhile) is ``NameTaken``: removing it is the
+        caller's decision (``up`` clears the operator's own stopped ones first), never a side
+        effect."""
+        try:
+            return c.containers.create(**kwargs)
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:  # Conflict: the name is in use
+                self._name_free(c, name)
+            raise
 
     def _by_name(self, c: docker.DockerClient, name: str) -> ContainerState | None:
         try:
@@ -180,8 +205,7 @@ class DockerRuntime:
         return holder if holder.name == name else None  # get() also takes an id prefix
 
     def _name_free(self, c: docker.DockerClient, name: str) -> None:
-        """``NameTaken`` when a container has ``name``: it may be another operator's, or one
-        sparktui never made; removing it is the caller's decision, never a side effect."""
+        """``NameTaken`` when a container has ``name``."""
         holder = self._by_name(c, name)
         if holder is not None:
             raise NameTaken(self.transport.node.name, holder)

@@ -14,6 +14,7 @@ from sparktui.backend.board import Board, ended_boots
 from sparktui.backend.events import ChecksChanged, LogBatch, NodeChanged
 from sparktui.backend.runtime import ContainerState, Runtime, RuntimeLost
 from sparktui.backend.transport import NodeError, Transport
+from sparktui.core import timing
 from sparktui.core.checks import BootChecks, Check
 from sparktui.core.errors import sentence
 from sparktui.core.ranks import LAST_LINES, RankInfo
@@ -33,6 +34,7 @@ class LogFollower:
         self.transports = transports
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self.closed = False
+        self._saving: asyncio.Task[None] | None = None  # the cursors being written, in a thread
 
     def following(self, rank: int) -> bool:
         task = self.tasks.get(rank)
@@ -63,9 +65,11 @@ class LogFollower:
                 async for chunk in rt.logs(container_id, cursor):
                     self.ingest(info, chunk.lines, run)
                     cursor = chunk.cursor
-                    run.set_cursor(info.rank, container_id, cursor)
+                    run.set_cursor(info.rank, container_id, cursor, defer=True)
+                    if run.cursors_due():
+                        self._save_cursors(run)
                     delay = RECONNECT_FIRST_S
-                run.save_cursors()
+                await self._write_cursors(run)
                 st = await rt.inspect(container_id)
                 self.board.emit(NodeChanged(info.node.name, "connected"))
                 if st.running:
@@ -82,6 +86,22 @@ class LogFollower:
                 with contextlib.suppress(NodeError):
                     await self.transports[info.node.name].connect()
 
+    def _save_cursors(self, run: Run) -> None:
+        """Write the cursors in a thread (their fsync took tens of milliseconds of the event
+        loop on a busy disk: keys waited); one write at a time, the next chunk tries again."""
+        if self._saving is None or self._saving.done():
+            self._saving = asyncio.create_task(self._write_cursors(run), name="save-cursors")
+
+    async def _write_cursors(self, run: Run) -> None:
+        snapshot = run.take_cursors()  # taken here, on the loop: the followers change them
+        if snapshot is None:
+            return
+        try:
+            await asyncio.to_thread(run.write_cursors, snapshot)
+        except OSError as exc:
+            self.board.notice("warning", f"could not save the log cursors of run {run.id}: "
+                                         f"{sentence(exc)}")
+
     def ingest(self, info: RankInfo, lines: list[tuple[str, str]], run: Run | None = None) -> None:
         """Lines of ``run`` (default: the current one): into its file, the checks and to the
         listeners. Lines of an earlier run (a follower still draining) go to that run's file
@@ -94,10 +114,17 @@ class LogFollower:
         if run is not board.run:
             return
         info.last_lines.extend(text for _, _, text in numbered[-LAST_LINES:])
+        seen = timing.enabled() and board.checks.ready_seen(info.rank)
         updates = board.checks.feed(info.rank, [(no, text) for no, _, text in numbered])
+        if timing.enabled() and numbered:
+            timing.mark(f"rank {info.rank}: {len(numbered)} lines, the last written {numbered[-1][1]}")
+            if not seen and board.checks.ready_seen(info.rank):
+                timing.mark(f"rank {info.rank}: ready line seen")
         if updates:
             board.checks_changed(updates)
             board.apply_checks(info, {no: ts for no, ts, _ in numbered})
+            if any(u.check.kind == "ready" and u.state == "passed" for u in updates):
+                board.ready_line()
 
     async def replay_checks(self, run: Run) -> None:
         """Evaluate the checks over what the run's files already hold (since each rank's last
@@ -192,3 +219,6 @@ class LogFollower:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self.tasks.clear()
+        if self._saving is not None:  # before the run is unlocked (and saved) after us
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._saving

@@ -7,15 +7,19 @@ opened on the node to ``127.0.0.1:<port>``; the local cluster connects directly)
 port need not be open to the operator's machine, and an engine bound to ``0.0.0.0`` or to the
 node's loopback answers there alike.
 
-Rate: a booting rank every ``HEALTH_BOOTING_S`` (ready is reported promptly), a ready one every
-``interval`` (``[health] interval``, 10 s by default) and only its first probe: each request is
-a line in the engine's access log. A rank that does not run (failed, stopped, restarting, not
+Rate: a booting rank every ``HEALTH_BOOTING_S``, a ready one every ``interval`` (``[health]
+interval``, 10 s by default) and only its first probe: each request is a line in the engine's
+access log. A rank's ready line (``Board.probe_soon``) gets the booting ranks probed at once, then
+every ``SOON_S`` for ``SOON_WINDOW_S``: an SGLang worker is ready by its ``/health`` once rank 0's
+line appeared, and waiting for the next 1 s tick put up to a second between the last ready line
+and ready (docs/benchmarks.md, launch). A rank that does not run (failed, stopped, restarting, not
 launched) or opens no port (a headless worker) is not probed and shows no code.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Mapping
 
@@ -25,8 +29,11 @@ from sparktui.backend.transport import Transport
 from sparktui.core.cluster import HEALTH_BOOTING_S, HEALTH_INTERVAL_S
 from sparktui.core.engines import engine
 from sparktui.core.ranks import PROBED, RankInfo
+from sparktui.core.timing import mark
 
 TIMEOUT_S = 2.0
+SOON_S = 0.1  # after a ready line: how often a booting rank is probed ...
+SOON_WINDOW_S = 2.0  # ... for this long (at most 20 more access-log lines per rank)
 PROBE_HOST = "127.0.0.1"
 """The engine's address as its own node sees it."""
 
@@ -39,6 +46,7 @@ class HealthProber:
         self.interval = interval  # seconds between two probes of a ready rank
         self.closed = False
         self._last: dict[int, float] = {}  # rank -> time.monotonic() of its last probe
+        self._soon_until = 0.0  # booting ranks are probed every SOON_S until then
 
     def probed(self, info: RankInfo) -> bool:
         """Whether the rank has an engine that may answer: running, and opening a port."""
@@ -67,8 +75,11 @@ class HealthProber:
         return 200
 
     async def probe_ranks(self, ranks: list[RankInfo]) -> None:
+        if ranks:
+            mark(f"probe: ranks {[i.rank for i in ranks]}")
         codes = await asyncio.gather(*(self.probe(i) for i in ranks))
         for info, code in zip(ranks, codes, strict=True):
+            mark(f"probe: rank {info.rank} answered {code}")
             self.board.set_health(info, code)
 
     async def probe_all(self) -> None:
@@ -76,7 +87,19 @@ class HealthProber:
         await self.probe_ranks(list(self.board.ranks))
 
     def period(self, info: RankInfo) -> float:
-        return self.interval if info.state == "ready" else HEALTH_BOOTING_S
+        if info.state == "ready":
+            return self.interval
+        return SOON_S if time.monotonic() < self._soon_until else HEALTH_BOOTING_S
+
+    def _take_ready_line(self) -> None:
+        """A ready line appeared since the last round: every booting rank is due now."""
+        if not self.board.probe_soon.is_set():
+            return
+        self.board.probe_soon.clear()
+        self._soon_until = time.monotonic() + SOON_WINDOW_S
+        for info in self.board.ranks:
+            if info.state != "ready":
+                self._last.pop(info.rank, None)
 
     def due(self, now: float) -> list[RankInfo]:
         """The ranks to probe now; a rank that is not probed loses any code it still shows."""
@@ -93,9 +116,14 @@ class HealthProber:
 
     async def loop(self) -> None:
         """Probe what is due, then sleep until the next rank is, at most ``HEALTH_BOOTING_S``
-        (a rank that starts booting meanwhile is probed within that)."""
+        (a rank that starts booting meanwhile is probed within that), or until a ready line
+        appears (``Board.probe_soon``)."""
+        soon = self.board.probe_soon
         while not self.closed:
+            self._take_ready_line()
             await self.probe_ranks(self.due(time.monotonic()))
             wake = min((self._last[i.rank] + self.period(i) for i in self.board.ranks
                         if i.rank in self._last), default=time.monotonic() + HEALTH_BOOTING_S)
-            await asyncio.sleep(min(HEALTH_BOOTING_S, max(0.05, wake - time.monotonic())))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(soon.wait(),
+                                       min(HEALTH_BOOTING_S, max(0.05, wake - time.monotonic())))

@@ -102,6 +102,9 @@ class LocalRuntime:
             raise UnsafeName(f"local rank id {container_id[:80]!r} does not start with {ID_PREFIX}")
         return child(self.state_dir, container_id, "local rank id")
 
+    async def open(self) -> None:
+        """Nothing to open: the ranks are files and processes on this machine."""
+
     async def image_id(self, image: str) -> str | None:
         """There are no images on the local cluster; every rank runs this machine's software."""
         return IMAGE_ID
@@ -312,7 +315,7 @@ class LocalRuntime:
                 if chunk is None:
                     # Only a rank that is done may end on a line without its newline; read once
                     # more after seeing it done, to catch what it wrote just before.
-                    done = self._finished(container_id)
+                    done = self._finished(folder)
                     if handle is None and path.exists():
                         handle = open(path, "rb")  # noqa: SIM115
                     chunk = self._read_chunk(handle, offset, final=done)
@@ -327,9 +330,17 @@ class LocalRuntime:
             if handle is not None:
                 handle.close()
 
-    def _finished(self, container_id: str) -> bool:
-        """No more output will come: the rank exited, vanished or was removed."""
-        return self._inspect(container_id).status not in ("running", "created")
+    def _finished(self, folder: Path) -> bool:
+        """No more output will come: the rank exited, vanished or was removed. Asked at every
+        poll that found nothing new (ten times a second per rank), so it reads only what
+        decides it, in the folder already checked (``_inspect`` also reads the metadata and
+        checks the folder's path again)."""
+        if (folder / EXIT).exists():
+            return True
+        pids = _read_json(folder / PIDS)
+        if pids is None:  # the supervisor is starting (created), or the rank was removed
+            return not folder.is_dir()
+        return not self._alive(pids)
 
     @staticmethod
     def _read_chunk(handle: BinaryIO | None, offset: int, final: bool) -> LogChunk | None:

@@ -58,15 +58,20 @@ from sparktui.core.ranks import RankInfo, first_failures
 from sparktui.core.recipe import Recipe
 from sparktui.core.runstore import MARKER, Run, RunStore, ts_epoch, utc_now
 from sparktui.core.telemetry import DEFAULT_INTERVAL, LOW_MEMORY
+from sparktui.core.timing import mark
 
 LABEL_RUN = "sparktui.run"
 LaunchOrder = Literal["workers-first", "head-first", "parallel"]
+"""How ``up`` starts the ranks: all at once by default (one container start per node, in parallel:
+starting the head after the workers cost a second container start, about 0.3 s of a 1.1 s launch
+on the test cluster, docs/benchmarks.md); the head waits for its workers' rendezvous either way.
+A group restart starts the workers first, then the head."""
 
 
 class Orchestrator:
     def __init__(self, recipe: Recipe, cluster: Cluster, plan: Plan, *, state_root: Path,
                  on_event: Callable[[Event], None] | None = None,
-                 launch_order: LaunchOrder = "workers-first",
+                 launch_order: LaunchOrder = "parallel",
                  health_interval: float | None = None) -> None:
         """``health_interval``: seconds between probes of a ready rank when the cluster file
         sets none (the console's config.toml); else the cluster's, else 10 s."""
@@ -138,14 +143,19 @@ class Orchestrator:
 
     # -- nodes -----------------------------------------------------------------------------
     async def connect(self) -> dict[str, str]:
-        """Connect to every node at once; returns the nodes that failed, with the reason."""
+        """Connect to every node at once; returns the nodes that failed, with the reason. Each
+        node's container engine client is opened as soon as its connection is, while the other
+        nodes still connect."""
         async def one(node: Node) -> tuple[str, str | None]:
+            mark(f"ssh {node.name}: connecting")
             try:
                 await self.transports[node.name].connect()
+                mark(f"ssh {node.name}: connected")
             except NodeError as exc:
                 self.emit(NodeChanged(node.name, "unreachable", exc.reason))
                 return node.name, str(exc)
             self.emit(NodeChanged(node.name, "connected"))
+            await self.runtimes[node.name].open()
             return node.name, None
         results = await asyncio.gather(*(one(n) for n in self.nodes))
         return {name: err for name, err in results if err}
@@ -328,6 +338,7 @@ class Orchestrator:
         (``image_check``; else ``ImageMismatch``, which names the nodes), and every rank's
         container name must be free or held by the operator's own stopped container (else
         ``NameClash``, which names each)."""
+        mark("up: attach")
         attached = await self.attach(follow=False, adopt=adopt, say_held=False)
         blocking = [h for h in self.held if not self.ranks[h.rank].has_container]
         if blocking:
@@ -337,10 +348,12 @@ class Orchestrator:
             self.start_following()
             return
         if image_check and not self.cluster.is_local:
+            mark("up: image check")
             check = await self.check_images()
             if not check.ok:
                 raise ImageMismatch(check, self.recipe.slug)
         await self._free_names()
+        mark("up: run created")
         run = self.store.create(self.recipe.slug)
         run.write_plan(self.plan)
         run.event("up", plan_hash=self.plan.plan_hash, cluster=self.cluster.name)
@@ -386,6 +399,7 @@ class Orchestrator:
         run = self.run
         assert run is not None
         self.board.set_state(info, "creating")
+        mark(f"rank {info.rank}: create")
         try:
             st = await self._names().create(self.runtimes[info.node.name], info.node.name,
                                             self.plan.ranks[info.rank].container, {LABEL_RUN: run.id})
@@ -400,8 +414,12 @@ class Orchestrator:
         info.container_id = st.id
         info.started = time.monotonic()
         # from now on this run owns the container's log from its first line, even if no
-        # sparktui follows it until a later catch-up
-        run.set_cursor(info.rank, st.id, None, save=True)
+        # sparktui follows it until a later catch-up: saved before the rank is followed, the
+        # fsync in a thread (on the event loop the ranks' fsyncs waited for each other)
+        run.set_cursor(info.rank, st.id, None, defer=True)
+        snapshot = run.take_cursors()
+        if snapshot is not None:
+            await asyncio.to_thread(run.write_cursors, snapshot)
         self.board.set_state(info, "booting")
         self.follower.follow(info)
 
@@ -497,14 +515,14 @@ class Orchestrator:
             info.exit_code, info.health = None, None
         self.board.boot_started = time.monotonic()
         self.board.changed.clear()
-        await self._launch_in_order(infos)
+        await self._launch_in_order(infos, "workers-first")
 
-    async def _launch_in_order(self, infos: list[RankInfo]) -> None:
-        """Workers first by default (the head's rendezvous waits for them), then the head."""
+    async def _launch_in_order(self, infos: list[RankInfo], order: LaunchOrder | None = None) -> None:
+        """In ``order`` (default: the Orchestrator's ``launch_order``, see ``LaunchOrder``)."""
         head = [i for i in infos if i.rank == 0]
         workers = [i for i in infos if i.rank != 0]
         groups = {"workers-first": [workers, head], "head-first": [head, workers],
-                  "parallel": [infos]}[self.launch_order]
+                  "parallel": [infos]}[order or self.launch_order]
         for group in groups:
             await asyncio.gather(*(self._launch(info) for info in group))
 

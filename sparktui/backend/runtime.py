@@ -47,6 +47,12 @@ class LogChunk:
 class Runtime(Protocol):
     """Everything the Orchestrator needs from a node's container engine."""
 
+    async def open(self) -> None:
+        """Get ready to talk to the engine (the Docker runtime: its client over the node's
+        connection), so the first request pays for nothing else; a failure is left to that
+        request to report."""
+        ...
+
     async def image_id(self, image: str) -> str | None: ...
 
     async def find(self, labels: dict[str, str]) -> list[ContainerState]: ...

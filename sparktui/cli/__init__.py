@@ -131,11 +131,12 @@ def _cluster_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=Verb("ops", "cmd_stage"))
 
-    p = sub.add_parser("up", help="stage, then launch every rank (workers first) and follow their logs")
+    p = sub.add_parser("up", help="stage, then launch every rank (all at once) and follow their logs")
     _common(p)
     p.add_argument("--wait", action="store_true", help="return when ready (0) or failed/timed out (1)")
-    p.add_argument("--launch-order", choices=["workers-first", "head-first", "parallel"],
-                   default="workers-first")
+    p.add_argument("--launch-order", choices=["parallel", "workers-first", "head-first"],
+                   default="parallel", help="start every rank at once (default), or the workers "
+                   "(the head) first, then the others")
     p.add_argument("--no-image-check", action="store_true",
                    help="start even when the image is missing on a node or differs across nodes")
     _adopt(p, "reattach to another owner's run of this recipe (or replace its stopped containers)")

@@ -28,6 +28,7 @@ from sparktui.core.controls import visible
 from sparktui.core.errors import ConfigError, SparkError
 from sparktui.core.rungrep import norm_ts
 from sparktui.core.runstore import Run
+from sparktui.core.timing import mark
 from sparktui.core.units import format_bytes
 
 out = Console(highlight=False, soft_wrap=True)
@@ -42,7 +43,7 @@ def _make(args: argparse.Namespace, on_event: Callable[[Event], None] | None = N
         access = access_problems(cluster, [cluster.nodes[r.rank] for r in plan.ranks])
         if access:
             raise ConfigError(access)
-    order: LaunchOrder = getattr(args, "launch_order", "workers-first")
+    order: LaunchOrder = getattr(args, "launch_order", "parallel")
     return Orchestrator(recipe, cluster, plan, state_root=state_dir(), on_event=on_event,
                         launch_order=order)
 
@@ -209,8 +210,11 @@ def cmd_stage(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    mark("cli: up (interpreter, imports, arguments done)")
+
     async def go() -> int:
         async with _opened(args, EventPrinter()) as orch:
+            mark("cli: plan loaded")
             unreachable = await orch.connect()
             if unreachable:
                 for reason in unreachable.values():
@@ -221,7 +225,10 @@ def cmd_up(args: argparse.Namespace) -> int:
             err.print(plain(f"run {orch.run.id} · logs in {orch.run.dir}"))
             if not args.wait:
                 return 0 if not any(r.state == "failed" for r in orch.ranks) else 1
-            return _verdict(orch, await orch.wait(orch.plan.boot.timeout_s + 5))
+            ready = await orch.wait(orch.plan.boot.timeout_s + 5)
+            verdict = _verdict(orch, ready)
+            mark("cli: verdict printed")
+            return verdict
     return _run(go())
 
 

@@ -8,7 +8,9 @@ A rank's cursor (where its container's log was read up to) is saved with the num
 its file held at that point. Saving is throttled (a flood brings dozens of batches a second and
 each save is a rewrite and an fsync), so after a hard kill the file may run ahead of its saved
 cursor; the next follower cuts the file back to the saved line count and reads on from the saved
-cursor, which brings the same lines again: no gap and no duplicate.
+cursor, which brings the same lines again: no gap and no duplicate. The follower takes a snapshot
+of the cursors where it reads (``take_cursors``) and writes it in a thread (``write_cursors``):
+an fsync on the event loop held the console's keys up for tens of milliseconds on a busy disk.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -149,7 +152,10 @@ class Run:
     _lock: IO[str] | None = None
     _cursors: dict[int, Cursor] | None = None  # the follower's copy, newer than the file
     _cursors_dirty: bool = False
-    _cursors_saved: float = 0.0  # monotonic time of the last write
+    _cursors_saved: float = 0.0  # monotonic time of the last write (or snapshot taken to write)
+    _cursor_seq: int = 0  # snapshots taken
+    _cursor_written: int = 0  # the newest snapshot on disk
+    _cursor_write: threading.Lock = field(default_factory=threading.Lock)
     redactor: Redactor = field(default_factory=lambda: Redactor(()))  # the plan's secrets
 
     @property
@@ -222,24 +228,50 @@ class Run:
         return self._cursors
 
     def set_cursor(self, rank: int, container_id: str, cursor: str | None, *,
-                   save: bool = False) -> None:
+                   save: bool = False, defer: bool = False) -> None:
         """Record that rank's file holds everything up to ``cursor``; written to disk at once
-        with ``save``, else within ``CURSOR_SAVE_S`` (or at ``save_cursors``)."""
+        with ``save``, else within ``CURSOR_SAVE_S`` (or at ``save_cursors``). ``defer``: not
+        written here; the caller writes ``take_cursors()`` when ``cursors_due()`` (the
+        follower, in a thread)."""
         cursors = self.cursors()
         log = self.log(rank)
         cursors[rank] = {"container_id": container_id, "cursor": cursor, "lines": log.lines,
                          "bytes": log.size}
         self._cursors, self._cursors_dirty = cursors, True
-        if save or self._lock is None or time.monotonic() - self._cursors_saved >= CURSOR_SAVE_S:
+        if defer and not save and self._lock is not None:
+            return
+        if save or self._lock is None or self.cursors_due():
             self.save_cursors()
 
-    def save_cursors(self) -> None:
+    def cursors_due(self) -> bool:
+        """Cursors changed and the last write is ``CURSOR_SAVE_S`` old."""
+        return self._cursors_dirty and time.monotonic() - self._cursors_saved >= CURSOR_SAVE_S
+
+    def take_cursors(self) -> tuple[int, str] | None:
+        """The cursors as they are now, to hand to ``write_cursors`` (in any thread); None when
+        nothing changed since the last snapshot."""
         if not self._cursors_dirty or self._cursors is None:
-            return
-        _atomic_write(self.dir / "cursors.json",
-                      json.dumps({str(k): v for k, v in sorted(self._cursors.items())}))
+            return None
+        self._cursor_seq += 1
         self._cursors_dirty = False
         self._cursors_saved = time.monotonic()
+        return self._cursor_seq, json.dumps({str(k): v for k, v in sorted(self._cursors.items())})
+
+    def write_cursors(self, snapshot: tuple[int, str]) -> None:
+        """Write a snapshot and fsync it. Writes are one at a time, and a snapshot older than
+        the one on disk is dropped, so snapshots written from several threads never go back."""
+        seq, text = snapshot
+        with self._cursor_write:
+            if seq <= self._cursor_written:
+                return
+            _atomic_write(self.dir / "cursors.json", text)
+            self._cursor_written = seq
+
+    def save_cursors(self) -> None:
+        snapshot = self.take_cursors()
+        if snapshot is None:
+            return
+        self.write_cursors(snapshot)
         if self._lock is None:
             self._cursors = None  # not the follower: read the file next time
 

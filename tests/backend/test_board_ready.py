@@ -13,6 +13,17 @@ from sparktui.core.plan import build_plan
 from sparktui.core.recipe import load_recipe, load_recipe_text
 from tests.conftest import RECIPES
 
+SGLANG_TP4 = """\
+engine = "sglang"
+docker_image = "sparktui-demo:latest"
+model = "sparktui/demo-model"
+required_nodes = 4
+tensor_parallel_size = 4
+[boot]
+must_show = [{ pattern = "KV cache ready", ranks = "all" }]
+"""
+HEAD_READY = "The server is fired up and ready to roll!"
+
 VLLM_TP4 = """\
 engine = "vllm"
 docker_image = "sparktui-demo:latest"
@@ -93,3 +104,62 @@ async def test_a_worker_line_still_on_its_way_counts_when_the_boot_ends() -> Non
     assert board.checks.finished == {0, 1, 2, 3}
     kv = next(c for c in board.checks.checks if c.pattern == "KV cache")
     assert board.checks.overall(kv) == "passed"
+
+
+async def test_a_boot_whose_check_waits_for_a_line_ends_when_the_line_comes() -> None:
+    """Every rank ready (workers by their probe, a moment after rank 0's line) while a worker's
+    line is still on its way through its node's log stream: the boot ends when it comes, and
+    its check passes; ``wait`` returns only then."""
+    board, _ = booting_board(SGLANG_TP4)
+    for rank in (0, 1, 2):
+        line(board, rank, "KV cache ready: #tokens=1000")
+    waiting = asyncio.create_task(BootWatch(board).wait(timeout=5))
+    line(board, 0, HEAD_READY)
+    for info in board.ranks[1:]:
+        board.set_health(info, 200)
+    assert states(board) == ["ready"] * 4
+    assert board.boot_ending and not board.checks.finished
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    line(board, 3, "KV cache ready: #tokens=1000")
+    assert not board.boot_ending and board.checks.finished == {0, 1, 2, 3}
+    assert await waiting
+    kv = next(c for c in board.checks.checks if c.pattern == "KV cache ready")
+    assert board.checks.overall(kv) == "passed"
+
+
+async def test_a_boot_whose_checks_all_passed_ends_with_the_last_rank_ready() -> None:
+    board, _ = booting_board(SGLANG_TP4)
+    for rank in range(4):
+        line(board, rank, "KV cache ready: #tokens=1000")
+    line(board, 0, HEAD_READY)
+    for info in board.ranks[1:]:
+        board.set_health(info, 200)
+    assert not board.boot_ending and board.checks.finished == {0, 1, 2, 3}
+    assert board.changed.is_set()
+
+
+async def test_a_line_that_never_comes_fails_its_check_settle_s_after_ready() -> None:
+    board, _ = booting_board(SGLANG_TP4)
+    for rank in (0, 1, 2):
+        line(board, rank, "KV cache ready: #tokens=1000")
+    waiting = asyncio.create_task(BootWatch(board).wait(timeout=5))
+    line(board, 0, HEAD_READY)
+    for info in board.ranks[1:]:
+        board.set_health(info, 200)
+    assert board.boot_ending
+    assert await waiting  # every rank ready; the check's verdict is the caller's to report
+    kv = next(c for c in board.checks.checks if c.pattern == "KV cache ready")
+    assert board.checks.overall(kv) == "failed" and board.checks.finished == {0, 1, 2, 3}
+
+
+async def test_a_rank_that_fails_while_the_boot_waits_for_a_line_ends_the_wait() -> None:
+    board, _ = booting_board(SGLANG_TP4)
+    waiting = asyncio.create_task(BootWatch(board).wait(timeout=5, grace=0.1))
+    line(board, 0, HEAD_READY)
+    for info in board.ranks[1:]:
+        board.set_health(info, 200)
+    assert board.boot_ending
+    board.set_state(board.ranks[2], "failed", "exited with code 1")
+    assert not board.boot_ending
+    assert not await waiting

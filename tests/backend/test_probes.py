@@ -8,12 +8,13 @@ import asyncio
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
 
+from sparktui.backend import health
 from sparktui.backend.board import Board
 from sparktui.backend.events import Event, RankChanged
 from sparktui.backend.health import HealthProber
@@ -34,20 +35,24 @@ class StandInEngine:
     model: str
     seen: list[tuple[float, str]] = field(default_factory=list)
     chunked: bool = False
+    status: int = 200  # what /health answers (503: booting)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
         path = head.split()[1].decode()
         self.seen.append((time.monotonic(), path))
+        status = b"200 OK"
         if path == "/v1/models":
             body = json.dumps({"object": "list", "data": [{"id": self.model}]}).encode()
         else:
             body = b'{"status": "ok"}'
+            if self.status != 200:
+                status, body = b"%d Service Unavailable" % self.status, b'{"status": "booting"}'
         if self.chunked:
-            writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            writer.write(b"HTTP/1.1 " + status + b"\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
                          + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n")
         else:
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+            writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
                          % len(body) + body)
         await writer.drain()
         writer.close()
@@ -180,6 +185,51 @@ async def test_booting_every_second_ready_every_interval_gone_never(
     # failed: never asked
     assert stand_ins[3].seen == []
     assert [i.health for i in board.ranks] == [200, 200, 200, None]
+
+
+async def until(what: Callable[[], bool], why: str, timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < end, f"timed out waiting for {why}"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_ready_line_gets_the_booting_ranks_probed_at_once(
+        engines: tuple[Plan, Board, list[Event], list[StandInEngine]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An SGLang worker is ready by its /health once rank 0's ready line appeared: the line gets
+    the booting ranks probed now, and again shortly after while one still answers 503, instead
+    of at the next tick (an hour away here: only the line can bring these probes)."""
+    monkeypatch.setattr(health, "HEALTH_BOOTING_S", 3600.0)
+    plan, board, _events, stand_ins = engines
+    for info in board.ranks:
+        board.set_state(info, "creating")
+        board.set_state(info, "booting")
+    for stand_in in stand_ins[1:]:
+        stand_in.status = 503
+    prober = HealthProber(board, transports(plan, board))
+    task = asyncio.create_task(prober.loop())
+    try:
+        await until(lambda: all(f.seen for f in stand_ins), "the first round")
+        first = [len(f.seen) for f in stand_ins]
+        assert [i.health for i in board.ranks] == [200, 503, 503, 503]
+        # rank 0's ready line, as the log follower hands it over
+        board.checks.feed(0, [(1, "The server is fired up and ready to roll!")])
+        board.apply_checks(board.ranks[0])
+        board.ready_line()
+        assert board.ranks[0].state == "ready"
+        await until(lambda: all(len(f.seen) > n for f, n in zip(stand_ins[1:], first[1:], strict=True)),
+                    "the workers probed again")
+        assert [i.state for i in board.ranks] == ["ready"] + ["booting"] * 3  # still 503
+        for stand_in in stand_ins[1:]:
+            stand_in.status = 200  # the workers' health servers turn ready a moment later
+        await until(lambda: all(i.state == "ready" for i in board.ranks), "every rank ready")
+        assert len(stand_ins[0].seen) == first[0]  # the ready head is not asked again so soon
+    finally:
+        prober.closed = True
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
 
 
 async def test_a_rank_that_leaves_the_running_states_shows_no_code(

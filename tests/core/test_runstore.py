@@ -57,6 +57,33 @@ def test_the_follower_saves_cursors_at_most_every_half_second(tmp_path: Path,
     assert saved(run.dir)["0"] == {"container_id": "c0", "cursor": "600", "lines": 6}
 
 
+def test_deferred_cursors_are_written_by_the_caller_and_never_go_back(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The follower defers: it takes a snapshot on the event loop and writes it in a thread.
+    A snapshot older than what is on disk (a slow thread) is dropped."""
+    now = [100.0]
+    monkeypatch.setattr(runstore.time, "monotonic", lambda: now[0])
+    run = RunStore(tmp_path).create("demo")
+    assert run.try_lock()
+    run.log(0).append(lines(1, 3))
+    run.set_cursor(0, "c0", "300", defer=True)
+    assert not (run.dir / "cursors.json").exists() and run.cursors_due()
+    older = run.take_cursors()
+    assert older is not None and not run.cursors_due() and run.take_cursors() is None
+    run.log(0).append(lines(4, 2))
+    run.set_cursor(0, "c0", "500", defer=True)
+    assert not run.cursors_due()  # changed, but the last snapshot is not half a second old
+    now[0] += 0.5
+    assert run.cursors_due()
+    newer = run.take_cursors()
+    assert newer is not None
+    run.write_cursors(newer)
+    run.write_cursors(older)  # the slow one arrives last
+    assert saved(run.dir)["0"] == {"container_id": "c0", "cursor": "500", "lines": 5}
+    run.set_cursor(0, "c0", "600", defer=True, save=True)  # save wins: written at once
+    assert saved(run.dir)["0"]["cursor"] == "600"
+
+
 def test_without_the_lock_every_cursor_is_written_at_once(tmp_path: Path) -> None:
     run = RunStore(tmp_path).create("demo")
     run.set_cursor(2, "c2", None)

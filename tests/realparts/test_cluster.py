@@ -242,3 +242,4 @@ def test_changed_host_key_is_refused(cli: Cli, testbed: Any) -> None:
 def test_down_removes_every_container(cli: Cli, testbed: Any) -> None:
     assert cli("down").returncode == 0
     assert all(not cs for cs in containers(testbed).values())
+

@@ -45,13 +45,19 @@ class LogBar(Static):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", id=id)
         self.state = LogBarState()
+        self._painted: LogBarState | None = None  # the state the text shows
 
     def on_mount(self) -> None:
-        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.show(self.state))
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.show(self.state, force=True))
 
-    def show(self, state: LogBarState) -> None:
+    def show(self, state: LogBarState, *, force: bool = False) -> None:
         self.state = state
-        self.update(self.render_state(state))
+        if state == self._painted and not force:
+            return
+        self._painted = state
+        # One row, as wide as the panel: new text never changes its size, so no layout (that
+        # was a layout of the whole screen at every batch of lines under a flood).
+        self.update(self.render_state(state), layout=False)
 
     def render_state(self, s: LogBarState) -> Text:
         colors = rank_colors(self.app.theme_variables)

@@ -95,6 +95,7 @@ class LogView(ScrollView, can_focus=True):
         self._cache: LRUCache[int, Strip] = LRUCache(STRIP_CACHE)
         self._rank_styles: list[Style] = []
         self._paint_style: Style | None = None  # the widget's style while a paint is under way
+        self._paint_view: tuple[int, int, int] | None = None  # scroll x, y and width, meanwhile
         self.add_class("-following")
 
     # -- content ------------------------------------------------------------------------------
@@ -267,10 +268,29 @@ class LogView(ScrollView, can_focus=True):
             heights = [-(-(lead + length) // width) or 1 for length in self._lens[start:]]
             self._starts.extend(accumulate(heights, initial=self._rows))
             self._rows = self._starts.pop()  # the last running total is the next line's start
-            self.virtual_size = Size(width, self._rows)
+            self._set_virtual_size(Size(width, self._rows))
         else:
             self._rows = len(self.lines)
-            self.virtual_size = Size(self._max_width + lead, self._rows)
+            self._set_virtual_size(Size(self._max_width + lead, self._rows))
+
+    def _set_virtual_size(self, size: Size) -> None:
+        """What can be scrolled, without a layout of the whole screen.
+
+        Assigning ``virtual_size`` (a reactive with ``layout=True``) makes the screen lay out
+        every widget again; with new lines ten times a second, and every key that re-lays the
+        lines out, that was most of each frame's work (docs/benchmarks.md, UI flood). The
+        view's own size never depends on its lines (no ``auto`` dimension: it fills what its
+        parent gives it), so only its scrollbars and scroll limits need updating, which is what
+        Textual itself does for a size found without layout (``Widget._size_updated``). A
+        scrollbar that appears or goes still asks for a layout, as it must."""
+        if size == self.virtual_size:
+            return
+        if self.styles.auto_dimensions or not self.is_mounted:
+            self.virtual_size = size
+            return
+        self.set_reactive(LogView.virtual_size, size)
+        self._scroll_update(size)
+        self.refresh()
 
     def _line_at_row(self, row: int) -> tuple[int, int]:
         """(line index, row within the line) of a virtual row."""
@@ -340,12 +360,16 @@ class LogView(ScrollView, can_focus=True):
         return self._rank_styles[rank % len(self._rank_styles)]
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        # The widget's Rich style walks every ancestor: once per paint, not twice per row.
+        # The widget's Rich style walks every ancestor, and the scroll offset and content
+        # region are computed properties: once per paint, not for every row.
         self._paint_style = self.rich_style
+        scroll_x, scroll_y = self.scroll_offset
+        self._paint_view = (scroll_x, scroll_y, self.scrollable_content_region.width)
         try:
             return super().render_lines(crop)
         finally:
             self._paint_style = None
+            self._paint_view = None
 
     @property
     def _base_style(self) -> Style:
@@ -389,8 +413,10 @@ class LogView(ScrollView, can_focus=True):
         return strip
 
     def render_line(self, y: int) -> Strip:
-        scroll_x, scroll_y = self.scroll_offset
-        width = self.scrollable_content_region.width
+        if self._paint_view is not None:
+            scroll_x, scroll_y, width = self._paint_view
+        else:
+            (scroll_x, scroll_y), width = self.scroll_offset, self.scrollable_content_region.width
         row = scroll_y + y
         base = self._base_style
         if not self.lines and y == 1 and self.placeholder:

@@ -38,6 +38,7 @@ class NodesPanel(Static):
         self.nodes: list[str] = []
         self.latest: dict[str, NodeTelemetry] = {}
         self.history: dict[str, deque[float]] = {}
+        self._rows = -1  # lines of the text on screen
 
     def setup(self, nodes: list[str]) -> None:
         self.nodes = list(dict.fromkeys(nodes))
@@ -90,6 +91,10 @@ class NodesPanel(Static):
             disk_low = any(code.startswith("low-disk:") for code in codes)
             out.append(" ".join(format_bytes(d.free) for d in s.disks[:1]) or "-",
                        style="bold red" if disk_low else dim)
-        self.update(out)
+        # Its height is its line count: the same lines with new numbers need no layout of the
+        # whole screen (every node's sample, every 2 s, asked for one).
+        rows = len(self.nodes) + 1
+        self.update(out, layout=rows != self._rows)
+        self._rows = rows
         self.set_class(bool(self.warnings), "-warning")
         self.border_subtitle = "⚠ " + self.warnings[0] if self.warnings else "m hide"
