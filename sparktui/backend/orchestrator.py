@@ -331,7 +331,7 @@ class Orchestrator:
 
     # -- launch ----------------------------------------------------------------------------
     async def up(self, image_check: bool = True, adopt: bool = False) -> None:
-        """Launch every rank (workers first by default). Ranks already running are reattached,
+        """Launch every rank (all at once by default). Ranks already running are reattached,
         not relaunched. Another owner's containers of this recipe stop it (``HeldElsewhere``,
         which says whose) unless ``adopt``: then they are taken over (reattached if running).
         Before anything starts, the image must be the same build on every node

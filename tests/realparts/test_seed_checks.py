@@ -210,7 +210,7 @@ async def test_console_fuzz_on_the_seed(cli: Cli, testbed: Any, recipe: Path, st
         main = app.main_screen
         await wait_for(pilot, main.ready.is_set, 30, "the seed to open on the test cluster")
         played = await fuzz.run(pilot, SEED_FUZZ, SEED_FUZZ_STEPS, [SLUG])
-        for _ in range(4):
+        for _ in range(20):  # dialogs opened from the palette stack up
             if app.screen is main:
                 break
             await pilot.press("escape")

@@ -134,7 +134,7 @@ async def test_console_fuzz(seed: int, recipes: Path, tmp_path: Path,
             await pilot.press("u")  # real events from the start
             played = await fuzz.run(pilot, seed, STEPS, names, trace=tmp_path / "steps.txt")
             # leave: close whatever is open, then down the open recipe from its own dialog
-            for _ in range(4):
+            for _ in range(20):  # dialogs opened from the palette stack up
                 if app.screen is main:
                     break
                 await pilot.press("escape")
