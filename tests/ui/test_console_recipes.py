@@ -15,7 +15,6 @@ from sparktui.config import shipped
 from sparktui.ui.app import SparkApp
 from sparktui.ui.options import ConsoleOptions
 from sparktui.ui.widgets.recipe_list import RecipeList
-from sparktui.ui.widgets.recipe_pane import RecipePane
 from tests.conftest import CLUSTER4, RECIPES
 from tests.ui.conftest import wait_for
 
@@ -69,7 +68,8 @@ async def test_recipe_pane_masks_secrets_and_the_list_survives_bad_files(tmp_pat
         assert TOKEN not in flat and API_KEY not in flat, source
 
         # the file that is not UTF-8: its error in the pane, nothing crashed
-        main.query_one(RecipePane).show_recipe(main.info("latin"))
+        recipe_list = main.query_one(RecipeList)  # highlighted as the operator does: after any
+        recipe_list.highlighted = recipe_list.get_option_index("latin")  # highlight still queued
         await wait_for(pilot, lambda: shown(app, "summary")[:1] == ["latin"], 5, "the latin recipe")
         summary = " ".join(" ".join(shown(app, "summary")).split())
         assert summary.startswith("latin cannot be loaded: fix the problems below"), summary
@@ -78,6 +78,6 @@ async def test_recipe_pane_masks_secrets_and_the_list_survives_bad_files(tmp_pat
         assert "lint: 1 error(s)" in lint and "2:1 not UTF-8 text (byte 29)" in lint, lint
 
         # the copy that hides the shipped demo-tp4 says so
-        main.query_one(RecipePane).show_recipe(main.info("demo-tp4"))
+        recipe_list.highlighted = recipe_list.get_option_index("demo-tp4")
         await wait_for(pilot, lambda: "hides the shipped demo-tp4" in " ".join(
             " ".join(shown(app, "summary")).split()), 5, "demo-tp4 and what it hides")
