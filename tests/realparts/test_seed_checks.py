@@ -23,14 +23,12 @@ from typing import Any
 
 import docker
 import pytest
-from textual.widgets import Input
 
 from sparktui.core.patterns import WILDCARD, compile_pattern
 from sparktui.core.plan import LABEL_RECIPE
 from sparktui.core.recipe import load_recipe
 from sparktui.ui.app import SparkApp
 from sparktui.ui.options import ConsoleOptions
-from sparktui.ui.screens.confirm_screen import ConfirmScreen
 from tests.conftest import ROOT, SEED
 from tests.realparts.conftest import IMAGE
 from tests.staging.ckpt import make_checkpoint
@@ -210,20 +208,7 @@ async def test_console_fuzz_on_the_seed(cli: Cli, testbed: Any, recipe: Path, st
         main = app.main_screen
         await wait_for(pilot, main.ready.is_set, 30, "the seed to open on the test cluster")
         played = await fuzz.run(pilot, SEED_FUZZ, SEED_FUZZ_STEPS, [SLUG])
-        for _ in range(20):  # dialogs opened from the palette stack up
-            if app.screen is main:
-                break
-            await pilot.press("escape")
-            await pilot.pause(0.05)
-        await wait_for(pilot, lambda: main.busy is None, 120, "the last action to end")
-        assert main.session is not None
-        if any(main.state.has_container(r) for r in range(main.session.world)):
-            if isinstance(app.focused, Input):  # a key typed last left the grep open
-                app.focused.blur()
-            await pilot.press("x")
-            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 15, "the down dialog")
-            await pilot.press("y")
-            await wait_for(pilot, lambda: main.busy is None, 60, "down")
+        await fuzz.take_down(pilot, busy_timeout=120)
         assert app._exception is None
     assert fuzz.keys_in(played) >= SEED_FUZZ_STEPS
     status = json.loads(cli("status", "--json").stdout)

@@ -23,12 +23,15 @@ from textual.drivers.headless_driver import HeadlessDriver
 from textual.geometry import Size
 from textual.keys import REPLACED_KEYS, _character_to_key, _get_unicode_name_from_key
 from textual.pilot import Pilot
+from textual.widgets import Input
 
 from sparktui.ui import app as app_module
 from sparktui.ui.app import SparkApp
 from sparktui.ui.keys import ALL_KEYS
 from sparktui.ui.options import ConsoleOptions
+from sparktui.ui.screens.confirm_screen import ConfirmScreen
 from sparktui.ui.screens.main_screen import MainScreen
+from tests.ui.conftest import wait_for
 
 QUIT = {"quit"}  # quitting ends the run: not drawn (the palette's quit is counted, not run)
 GREPS = ("tick", "!tick", "rendezvous|ready", "(", "[", "", "!", "R0", "#running-req: 1[0-5],",
@@ -187,3 +190,25 @@ class FuzzApp(SparkApp):
 
         monkeypatch.setattr(MainScreen, "action_quit", no_quit)
         return app
+
+
+async def take_down(pilot: Pilot[None], *, busy_timeout: float = 60) -> None:
+    """After a fuzz: close every dialog (those opened from the palette stack up), wait for the
+    last action, then ``x`` + ``y`` the open recipe from its own dialog, as an operator would."""
+    app = pilot.app
+    assert isinstance(app, SparkApp)
+    main = app.main_screen
+    for _ in range(20):
+        if app.screen is main:
+            break
+        await pilot.press("escape")
+        await pilot.pause(0.05)
+    await wait_for(pilot, lambda: main.busy is None, busy_timeout, "the last action to end")
+    if main.session is not None and any(main.state.has_container(r) for r in range(main.session.world)):
+        if isinstance(app.focused, Input):  # a key typed last left the grep open
+            app.focused.blur()
+        await pilot.press("x")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 15, "the down dialog")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: main.busy is None, 60, "down")
+

@@ -19,12 +19,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from textual.widgets import Input
 
 from sparktui.config import state_dir
 from sparktui.core.runstore import MARKER
 from sparktui.ui.options import ConsoleOptions
-from sparktui.ui.screens.confirm_screen import ConfirmScreen
 from tests.conftest import RECIPES, ROOT
 from tests.ui import fuzz
 from tests.ui.conftest import wait_for
@@ -133,20 +131,7 @@ async def test_console_fuzz(seed: int, recipes: Path, tmp_path: Path,
             await wait_for(pilot, main.ready.is_set, 20, "the first recipe")
             await pilot.press("u")  # real events from the start
             played = await fuzz.run(pilot, seed, STEPS, names, trace=tmp_path / "steps.txt")
-            # leave: close whatever is open, then down the open recipe from its own dialog
-            for _ in range(20):  # dialogs opened from the palette stack up
-                if app.screen is main:
-                    break
-                await pilot.press("escape")
-                await pilot.pause(0.05)
-            await wait_for(pilot, lambda: main.busy is None, 60, "the last action to end")
-            if main.session is not None and any(main.state.has_container(r) for r in range(main.session.world)):
-                if isinstance(app.focused, Input):  # a key typed last left the grep open
-                    app.focused.blur()
-                await pilot.press("x")
-                await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 15, "the down dialog")
-                await pilot.press("y")
-                await wait_for(pilot, lambda: main.busy is None, 60, "down")
+            await fuzz.take_down(pilot)
     finally:
         dump.cancel()
         for name in names:  # catch up what ran while not open, then down
