@@ -76,6 +76,29 @@ def _run(coro: Any) -> Any:
     return asyncio.run(asyncio.wait_for(coro, timeout=120))
 
 
+def _output(client: Any, cmd: list[str], **kwargs: Any) -> str:
+    """Run IMAGE to its end and return its output (blocking: call through to_thread).
+
+    `containers.run(..., remove=True)` reads the logs once, right after the wait, and a
+    container that exits at once can have its output still on the way to the log file
+    then (the engine copies it asynchronously): every command here ends its output with a
+    newline, so the logs are read until that newline arrives.
+    """
+    import time
+
+    container = client.containers.run(IMAGE, cmd, detach=True, **kwargs)
+    try:
+        container.wait(timeout=60)
+        deadline = time.monotonic() + 10
+        while True:
+            out = container.logs(stdout=True, stderr=True).decode()
+            if out.endswith("\n") or time.monotonic() > deadline:
+                return out.strip()
+            time.sleep(0.05)
+    finally:
+        container.remove(force=True)
+
+
 # ----------------------------------------------------------------------------- tests
 
 
@@ -134,14 +157,9 @@ def test_docker_engine_of_every_node_through_ssh_tunnel(testbed: Any) -> None:
             assert info["DockerRootDir"] == node.docker_data_root  # the node's own engine
             image = await asyncio.to_thread(client.images.get, IMAGE)
             out = await asyncio.to_thread(
-                client.containers.run,
-                IMAGE,
-                ["python3", "-c", probe],
-                network_mode="host",
-                init=True,
-                remove=True,
+                _output, client, ["python3", "-c", probe], network_mode="host", init=True
             )
-            return image.id, out.decode().strip()
+            return image.id, out
 
     async def main() -> list[tuple[str, str]]:
         return list(await asyncio.gather(*(one(n) for n in testbed.nodes)))
@@ -173,14 +191,13 @@ def test_home_is_private_to_each_node(testbed: Any) -> None:
                 for node, want in ((a, token), (b, "absent")):
                     async with _docker(testbed, node) as client:
                         out = await asyncio.to_thread(
-                            client.containers.run,
-                            IMAGE,
+                            _output,
+                            client,
                             cmd,
-                            remove=True,
                             network_mode="host",
                             volumes={"/home/kilork/mia-state/engram": {"bind": "/mnt", "mode": "ro"}},
                         )
-                        assert out.decode().strip() == want, node.name
+                        assert out == want, node.name
             finally:
                 await conn_a.run(f"rm -f {path}")
 
@@ -218,15 +235,9 @@ def test_containers_on_two_nodes_talk_tcp(testbed: Any) -> None:
                 init=True,
             )
             try:
-                out = await asyncio.to_thread(
-                    db.containers.run,
-                    IMAGE,
-                    ["python3", "-c", client_code],
-                    network_mode="host",
-                    init=True,
-                    remove=True,
+                return await asyncio.to_thread(
+                    _output, db, ["python3", "-c", client_code], network_mode="host", init=True
                 )
-                return str(out.decode().strip())
             finally:
                 await asyncio.to_thread(listener.remove, force=True)
 
