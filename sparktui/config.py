@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,7 +19,14 @@ APP = "sparktui"
 
 def shipped(name: str) -> Path:
     """A folder shipped inside the package (``recipes``, ``themes``, ``schema``): found the
-    same way in a source checkout and in an installed wheel."""
+    same way in a source checkout and in an installed wheel: beside this module, where every
+    install puts it (importlib.resources, a few ms to import on the path of ``sparktui logs``,
+    only for a package that is not a folder, say a zip)."""
+    here = Path(__file__).parent / name
+    if here.is_dir():
+        return here
+    from importlib.resources import files
+
     return Path(str(files("sparktui").joinpath(name)))
 
 

@@ -89,19 +89,25 @@ def write_found(batches: Iterable[list[Found]], *, cutoff: bytes | None, timesta
     """Lines as the engine wrote them (data, like ``docker logs``: never markup), UTF-8, their
     control characters visible unless ``raw``."""
     out = sys.stdout.buffer
-    names: dict[int, bytes] = {}
+    names = _Names()
     for batch in batches:
-        parts: list[bytes] = []
-        for key, rank, _place, text in batch:
-            if cutoff is not None and key < cutoff:
-                continue
-            name = names.get(rank)
-            if name is None:
-                name = names[rank] = b"r%d " % rank
-            if timestamps:
-                parts += (name, key[11:23], b" ", text, b"\n")
-            else:
-                parts += (name, text, b"\n")
-        chunk = b"".join(parts)
+        if cutoff is not None:
+            batch = [found for found in batch if found[0] >= cutoff]
+        if timestamps:  # one concatenation a line: half the time of a list of parts
+            lines = [names[rank] + key[11:23] + b" " + text for key, rank, _place, text in batch]
+        else:
+            lines = [names[rank] + text for _key, rank, _place, text in batch]
+        if not lines:
+            continue
+        lines.append(b"")
+        chunk = b"\n".join(lines)
         out.write(chunk if raw else visible_bytes(chunk))
         out.flush()
+
+
+class _Names(dict[int, bytes]):
+    """``r<rank> `` for each rank, made once."""
+
+    def __missing__(self, rank: int) -> bytes:
+        name = self[rank] = b"r%d " % rank
+        return name

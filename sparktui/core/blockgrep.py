@@ -17,7 +17,7 @@ it names is ASCII and no ``\\s`` with Unicode's meaning (which holds ``\\x1c``-`
 block is decoded first and searched with the filter's own regex. Ignoring case over bytes, a
 literal that starts with a letter is found in the block lowercased (``bytes.lower`` and a plain
 search: five times faster than the regex engine's case-folding scan), each hit then checked.
-Where a line in three matched the block before (``Kept.dense``), every line is tested instead.
+Where a line in three matched the block before (``dense``), every line is tested instead.
 
 A block is whole lines (``core.rungrep.blocks``), ``<ts>\\t<text>`` each, the filter applied to
 the text; a line without a tab is all time stamp, its text empty.
@@ -258,6 +258,46 @@ class BlockSearch:
         text = data[lo:hi].decode("utf-8", "replace")
         return self._kept(self.text, text, 0, len(text), dense)
 
+    def stamped(self, data: bytes, lo: int, hi: int, rank: int, base: int,
+                norm: Callable[[bytes], bytes]) -> list[tuple[bytes, int, int, bytes]] | None:
+        """The kept lines of ``data[lo:hi]`` as ``(norm(stamp), rank, base + start, text)``,
+        in one pass over the hits, when the block is ASCII and the filter does not invert (the
+        common grep of ``sparktui logs``); None otherwise (then ``kept``). The time stamp and
+        text come from one slice of the line (``partition``): with the spans made and sliced
+        apart later, this work cost as much as the regex's scan of the block."""
+        way = self.ascii
+        if way is None or way.finder is None or self.line_filter.invert or not data.isascii():
+            return None
+        hay = data.lower() if way.lower else data
+        rfind, find, check, exact = data.rfind, data.find, way.check, way.exact
+        search = way.finder.search  # not finditer: a line's other hits are never looked at
+        past = hi if data[hi - 1:hi] == b"\n" else hi + 1  # a hit here is after the last line
+        out: list[tuple[bytes, int, int, bytes]] = []
+        append = out.append
+        pos = lo
+        while pos < hi:  # past ``hi`` an empty pattern would still match, at ``hi``
+            m = search(hay, pos, hi)
+            if m is None:
+                break
+            hit = m.start()
+            if hit >= past:
+                break
+            start = rfind(b"\n", lo, hit) + 1 or lo
+            end = find(b"\n", hit, hi)
+            if end < 0:
+                end = hi
+            pos = end + 1
+            stamp, tab, text = data[start:end].partition(b"\t")
+            if exact and tab and text:
+                # the finder is the filter's regex: a hit in the text is a match; in the
+                # stamp, search the text alone (see ``_search``)
+                if hit <= start + len(stamp) and search(data, start + len(stamp) + 1, end) is None:
+                    continue
+            elif not check(text):
+                continue
+            append((stamp if len(stamp) == 30 else norm(stamp), rank, base + start, text))
+        return out
+
     def _kept(self, way: _Way, buf: AnyStr, lo: int, hi: int, dense: bool) -> Kept:
         invert = self.line_filter.invert
         if way.finder is None or dense:
@@ -277,11 +317,21 @@ class Kept(NamedTuple):
     spans: list[Span]
     matched: int  # lines the pattern matched (kept or, inverted, dropped)
 
-    @property
-    def dense(self) -> bool:
-        """Whether a line in three or more matched (a line is about 140 bytes): testing every
-        line is then cheaper than a search and an expansion per hit."""
-        return self.matched * 400 > self.hi - self.lo
+    def dense(self, before: bool) -> bool:
+        """Whether to test every line of the next block (``before``: the last answer)."""
+        return dense_block(before, self.matched, self.hi - self.lo)
+
+
+DECIDES: Final = 1 << 10
+"""A block smaller than this (a line or a few) says nothing about the next: a read's cut line comes as a block
+of its own, and one such line that matched made the next whole block go line by line."""
+
+
+def dense_block(before: bool, matched: int, size: int) -> bool:
+    """Whether a line in three or more of a block of ``size`` bytes matched (a line is about
+    140 bytes): testing every line of the next is then cheaper than a search and an expansion
+    per hit. A small block keeps ``before`` (``DECIDES``)."""
+    return before if size < DECIDES else matched * 400 > size
 
 
 def _text(buf: AnyStr, span: Span) -> AnyStr:

@@ -17,7 +17,8 @@ from sparktui.core.engines import FATAL_LINES, Launch, engine
 from sparktui.core.ownership import LABEL_OWNER
 from sparktui.core.placeholders import substitute
 from sparktui.core.recipe import HF_CACHE_IN_CONTAINER, CheckSpec, Recipe
-from sparktui.core.secrets import Conceal, Redactor, SecretRules, keyed, masked, shown
+from sparktui.core.redact import Redactor
+from sparktui.core.secrets import Conceal, SecretRules, keyed, masked, shown
 from sparktui.core.units import parse_size
 
 LABEL_PREFIX = "sparktui."

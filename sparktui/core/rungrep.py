@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
-from sparktui.core.blockgrep import BlockSearch, Kept
+from sparktui.core.blockgrep import BlockSearch, Kept, dense_block
 
 BLOCK_BYTES: Final = 256 << 10
 """Bytes read and searched at once: a block stays in the CPU's cache between the read, the
@@ -109,9 +109,16 @@ def rank_found(path: Path, rank: int, search: BlockSearch, *,
     norm = norm_ts_bytes
     dense = False
     for offset, data, lo, hi in blocks(path, size=size):
+        if not dense:
+            found = search.stamped(data, lo, hi, rank, offset, norm)
+            if found is not None:
+                dense = dense_block(dense, len(found), hi - lo)
+                if found:
+                    yield found
+                continue
         kept = search.kept(data, lo, hi, dense=dense)
         buf, spans = kept.buf, kept.spans
-        dense = kept.dense
+        dense = kept.dense(dense)
         if not spans:
             continue
         if isinstance(buf, bytes):
@@ -260,7 +267,7 @@ class RunScan:
             if self.cancelled:
                 break
             block = self.search.kept(data, lo, hi, dense=dense)
-            dense = block.dense
+            dense = block.dense(dense)
             no = _numbered(block, no, kept)
             self.count += len(block.spans)
             self.done_bytes += block.hi - block.lo

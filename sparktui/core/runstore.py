@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from sparktui.core.names import check_name, child, is_safe
-from sparktui.core.secrets import Redactor
+from sparktui.core.redact import Redactor
 
 if TYPE_CHECKING:  # the plan's models (pydantic) are not needed to read a run's files
     from sparktui.core.plan import Plan

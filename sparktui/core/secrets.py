@@ -24,14 +24,10 @@ from typing import Any
 
 from sparktui.core.errors import ConfigError, Problem
 from sparktui.core.names import UnsafeName, child
+from sparktui.core.redact import MASK, Redactor
 from sparktui.core.tomlsource import parse_toml
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASS", "AUTH", "CREDENTIAL")
-MASK = "********"
-MIN_REDACT = 4
-"""Secret values shorter than this are masked where they stand (env, args) but not searched
-for in free text (a notice, a log-derived detail): a 2-character value would blot out half
-the words of every sentence."""
 KEY_BYTES = 32
 
 Conceal = Callable[[str], str]
@@ -117,34 +113,6 @@ def keyed(key: bytes) -> Conceal:
         return "hmac:" + hmac.new(key, value.encode("utf-8", "surrogatepass"),
                                   hashlib.sha256).hexdigest()[:32]
     return digest
-
-
-class Redactor:
-    """Masks known secret values wherever they appear in free text (notices, details, events)."""
-
-    def __init__(self, values: Iterable[str]) -> None:
-        self.values = sorted({v for v in values if len(v) >= MIN_REDACT}, key=len, reverse=True)
-
-    def __bool__(self) -> bool:
-        return bool(self.values)
-
-    def text(self, text: str) -> str:
-        for value in self.values:
-            if value in text:
-                text = text.replace(value, MASK)
-        return text
-
-    def data(self, data: Any) -> Any:
-        """Every string in ``data`` (dicts, lists, tuples) redacted; other values as they are."""
-        if not self.values:
-            return data
-        if isinstance(data, str):
-            return self.text(data)
-        if isinstance(data, dict):
-            return {k: self.data(v) for k, v in data.items()}
-        if isinstance(data, (list, tuple)):
-            return [self.data(v) for v in data]
-        return data
 
 
 # -- a recipe that may not validate: its error messages quote no secret ----------------------

@@ -97,3 +97,43 @@ def test_a_bad_sample_count_is_a_usage_error(capsys: pytest.CaptureFixture[str])
         main(["stage", "demo-tp4", "--sample", "x"])
     assert exc.value.code == 2
     assert "--sample: 'x' is neither a count of windows nor 'all'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("words", [
+    ("logs", "demo-tp4", "--grep", "x", "-t"),
+    ("--cluster", "c.toml", "up", "demo-tp4", "--wait", "--launch-order", "head-first"),
+    ("--theme", "plan", "validate", "a", "b"),  # "plan" is the theme here, validate the verb
+    ("--recipes=r", "restart", "demo-tp4", "--group"),
+    ("image", "sync", "demo-tp4", "--from", "local"),
+    ("stage", "demo-tp4", "--sample", "all", "--json"),
+    ("completion", "fish"),
+])
+def test_the_parser_of_one_verb_reads_what_the_whole_parser_reads(words: tuple[str, ...]) -> None:
+    from sparktui.cli import verb_of
+
+    verb = verb_of(words)
+    assert verb is not None and verb != "plan"
+    one, whole = parser(verb).parse_args(words), parser().parse_args(words)
+    assert vars(one).keys() == vars(whole).keys()
+    for key in vars(whole):
+        if key != "func":  # a Verb each time, equal by what it names
+            assert getattr(one, key) == getattr(whole, key), key
+    assert parser(verb)._subparsers is not None
+    assert list(parser(verb)._subparsers._group_actions[0].choices) == [verb]
+
+
+@pytest.mark.parametrize("words", [(), ("--help",), ("--cluster", "x", "--he"), ("nosuchverb",),
+                                   ("--theme", "logs")])
+def test_no_verb_or_top_level_help_builds_every_verb(words: tuple[str, ...]) -> None:
+    from sparktui.cli import verb_of
+
+    assert verb_of(words) is None
+
+
+def test_an_unknown_verb_is_still_told_with_the_choices(capsys: pytest.CaptureFixture[str]) -> None:
+    from sparktui.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["lgos", "demo-tp4"])
+    assert exc.value.code == 2
+    assert "invalid choice: 'lgos'" in capsys.readouterr().err

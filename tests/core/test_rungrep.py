@@ -81,6 +81,7 @@ def write(tmp_path: Path, data: bytes, name: str = "r0.log") -> Path:
 @example(pattern="^b", size=7, data=b"2026\tab\n2026\tba\nb\n")  # ^ is the text's start, not the line's
 @example(pattern="01", size=4096, data=b"2026-01-01T00:00:01Z\tx\n")  # hits in the stamp only
 @example(pattern="x*", size=1, data=b"\n\n\tx\n")
+@example(pattern="x*", size=4096, data=b"a\tb")  # an empty match past the last line's end
 def test_the_block_search_keeps_what_the_filter_keeps(tmp_path: Path, pattern: str, data: bytes,
                                                       size: int) -> None:
     line_filter = LineFilter.parse(pattern)
