@@ -5,7 +5,9 @@ Generates a run of 4 ranks x 250,000 SGLang-like lines (``Decode batch. #running
 42876, ...``, prefill batches, access-log lines: 1 M lines, about 140 MB) in the run store's
 format (``<ts>\\t<text>``, docker's trimmed nanosecond stamps), in a temporary state folder.
 
-1. The command line, as a user runs it (a new process each time, its start included):
+1. The command line, as a user runs it (a new process each time, its start included; the wheel
+   built from this checkout and installed in a fresh environment, ``bench/wheel.py``, unless
+   ``--checkout``):
    ``sparktui logs RECIPE --grep PATTERN`` over the run (which ended: ``down`` recorded) against
    ``grep -hE PATTERN`` over the four files, both read to the end through a pipe, alternating,
    one warm-up each, then the median of ``--repeat``. The same lines must come out (as a
@@ -25,7 +27,7 @@ Targets (issue 13): ``logs --grep`` <= 2x grep; console first screen <= 0.3 s, f
 grep, keypress p95 < 50 ms while the scan runs. Exit status 1 when one is missed.
 
     python bench/grep.py [--lines 250000] [--repeat 5] [--pattern '#running-req: 6[0-4],']
-                         [--no-console] [--port 30500] [--size 160x50]
+                         [--no-console] [--port 30500] [--size 160x50] [--checkout]
 
 ``GREP_BENCH_DEBUG=1`` prints each console round (first screen, scan result, full count).
 """
@@ -138,9 +140,12 @@ class CliResult:
     cli_import: float = 0.0
 
 
-def bench_cli(recipes: Path, files: list[Path], pattern: str, repeat: int) -> CliResult:
+def bench_cli(recipes: Path, files: list[Path], pattern: str, repeat: int,
+              python: str = sys.executable) -> CliResult:
+    """``python``: the interpreter whose ``sparktui`` runs (an installed wheel's, see --checkout)."""
     res = CliResult()
-    ours = [*sparktui_cmd(), "logs", "--recipes", str(recipes), SLUG, "--grep", pattern]
+    ours = [str(Path(python).with_name("sparktui")), "logs", "--recipes", str(recipes), SLUG,
+            "--grep", pattern]
     theirs = ["grep", "-hE", pattern, *map(str, files)]
     for i in range(repeat + 1):  # the first of each warms the page cache and the imports
         t_grep, out_grep = timed(theirs)
@@ -152,8 +157,8 @@ def bench_cli(recipes: Path, files: list[Path], pattern: str, repeat: int) -> Cl
             texts = collections.Counter(line.split(b" ", 1)[1] for line in out_ours.splitlines())
             want = collections.Counter(line.split(b"\t", 1)[1] for line in out_grep.splitlines())
             res.same, res.matches = texts == want, sum(want.values())
-    res.python = statistics.median(timed([sys.executable, "-c", "pass"])[0] for _ in range(5))
-    res.cli_import = statistics.median(timed([sys.executable, "-c", "import sparktui.cli"])[0]
+    res.python = statistics.median(timed([python, "-c", "pass"])[0] for _ in range(5))
+    res.cli_import = statistics.median(timed([python, "-c", "import sparktui.cli"])[0]
                                        for _ in range(5))
     return res
 
@@ -412,6 +417,9 @@ def main() -> int:
     ap.add_argument("--no-console", action="store_true", help="the command line only")
     ap.add_argument("--port", type=int, default=30500, help="the demo recipe's port, rank r on port + r")
     ap.add_argument("--size", default="160x50", help="the console's terminal, COLUMNSxROWS")
+    ap.add_argument("--checkout", action="store_true",
+                    help="time this checkout's sparktui (an editable install: about 9 ms more at "
+                         "every start) instead of the wheel built from it, as a user has it")
     args = ap.parse_args()
     if shutil.which("grep") is None:
         print("grep bench: needs grep", file=sys.stderr)
@@ -446,7 +454,12 @@ def main() -> int:
         size = sum(map(len, history))
         print(f"grep bench: {WORLD * args.lines:,} lines ({size / 1e6:.0f} MB) generated in "
               f"{time.perf_counter() - t0:.1f} s", flush=True)
-        cli = bench_cli(recipes, files, args.pattern, args.repeat)
+        python = sys.executable
+        if not args.checkout:
+            from bench.wheel import build, install
+
+            python = str(install(build(tmp / "wheel"), tmp / "venv"))
+        cli = bench_cli(recipes, files, args.pattern, args.repeat, python)
         print(f"grep bench: command line done ({statistics.median(cli.sparktui):.3f} s vs grep "
               f"{statistics.median(cli.grep):.3f} s)", flush=True)
         if not args.no_console:

@@ -10,48 +10,26 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
-import sysconfig
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from bench.wheel import build, install
 from tests.conftest import ROOT
 
-SKIP = {".git", ".venv", "build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache",
-        ".ruff_cache", "snapshot_report.html"}
-
 Run = Callable[..., subprocess.CompletedProcess[str]]
-
-
-def _ignore(_folder: str, names: list[str]) -> set[str]:
-    return {n for n in names if n in SKIP or n.endswith(".egg-info")}
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(the fresh environment, a folder outside the checkout to run in)."""
     tmp = tmp_path_factory.mktemp("wheel")
-    src = tmp / "src"
-    shutil.copytree(ROOT, src, ignore=_ignore)  # build/ and egg-info stay out of the checkout
-    dist = tmp / "dist"
-    built = subprocess.run([sys.executable, "-m", "build", "--wheel", "--sdist", "--no-isolation",
-                            "--outdir", str(dist), str(src)], capture_output=True, text=True)
-    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-    (wheel,) = dist.glob("sparktui-*.whl")
-    assert list(dist.glob("sparktui-*.tar.gz")), "no sdist"
+    wheel = build(tmp, sdist=True)
+    assert list(wheel.parent.glob("sparktui-*.tar.gz")), "no sdist"
     venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    py = venv / "bin" / "python"
-    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    Path(purelib, "_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    inst = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps",
-                           "--no-index", "-q", str(wheel)], capture_output=True, text=True)
-    assert inst.returncode == 0, inst.stderr
+    install(wheel, venv)
     elsewhere = tmp / "elsewhere"
     elsewhere.mkdir()
     return venv, elsewhere

@@ -258,46 +258,6 @@ class BlockSearch:
         text = data[lo:hi].decode("utf-8", "replace")
         return self._kept(self.text, text, 0, len(text), dense)
 
-    def stamped(self, data: bytes, lo: int, hi: int, rank: int, base: int,
-                norm: Callable[[bytes], bytes]) -> list[tuple[bytes, int, int, bytes]] | None:
-        """The kept lines of ``data[lo:hi]`` as ``(norm(stamp), rank, base + start, text)``,
-        in one pass over the hits, when the block is ASCII and the filter does not invert (the
-        common grep of ``sparktui logs``); None otherwise (then ``kept``). The time stamp and
-        text come from one slice of the line (``partition``): with the spans made and sliced
-        apart later, this work cost as much as the regex's scan of the block."""
-        way = self.ascii
-        if way is None or way.finder is None or self.line_filter.invert or not data.isascii():
-            return None
-        hay = data.lower() if way.lower else data
-        rfind, find, check, exact = data.rfind, data.find, way.check, way.exact
-        search = way.finder.search  # not finditer: a line's other hits are never looked at
-        past = hi if data[hi - 1:hi] == b"\n" else hi + 1  # a hit here is after the last line
-        out: list[tuple[bytes, int, int, bytes]] = []
-        append = out.append
-        pos = lo
-        while pos < hi:  # past ``hi`` an empty pattern would still match, at ``hi``
-            m = search(hay, pos, hi)
-            if m is None:
-                break
-            hit = m.start()
-            if hit >= past:
-                break
-            start = rfind(b"\n", lo, hit) + 1 or lo
-            end = find(b"\n", hit, hi)
-            if end < 0:
-                end = hi
-            pos = end + 1
-            stamp, tab, text = data[start:end].partition(b"\t")
-            if exact and tab and text:
-                # the finder is the filter's regex: a hit in the text is a match; in the
-                # stamp, search the text alone (see ``_search``)
-                if hit <= start + len(stamp) and search(data, start + len(stamp) + 1, end) is None:
-                    continue
-            elif not check(text):
-                continue
-            append((stamp if len(stamp) == 30 else norm(stamp), rank, base + start, text))
-        return out
-
     def _kept(self, way: _Way, buf: AnyStr, lo: int, hi: int, dense: bool) -> Kept:
         invert = self.line_filter.invert
         if way.finder is None or dense:
@@ -323,8 +283,9 @@ class Kept(NamedTuple):
 
 
 DECIDES: Final = 1 << 10
-"""A block smaller than this (a line or a few) says nothing about the next: a read's cut line comes as a block
-of its own, and one such line that matched made the next whole block go line by line."""
+"""A block smaller than this (a line or a few) says nothing about the next: a read's cut line
+comes as a block of its own, and one such line that matched made the next whole block go line
+by line."""
 
 
 def dense_block(before: bool, matched: int, size: int) -> bool:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
-from sparktui.core.blockgrep import BlockSearch, Kept, dense_block
+from sparktui.core.blockgrep import BlockSearch, Kept
 
 BLOCK_BYTES: Final = 256 << 10
 """Bytes read and searched at once: a block stays in the CPU's cache between the read, the
@@ -109,13 +109,6 @@ def rank_found(path: Path, rank: int, search: BlockSearch, *,
     norm = norm_ts_bytes
     dense = False
     for offset, data, lo, hi in blocks(path, size=size):
-        if not dense:
-            found = search.stamped(data, lo, hi, rank, offset, norm)
-            if found is not None:
-                dense = dense_block(dense, len(found), hi - lo)
-                if found:
-                    yield found
-                continue
         kept = search.kept(data, lo, hi, dense=dense)
         buf, spans = kept.buf, kept.spans
         dense = kept.dense(dense)
