@@ -37,26 +37,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import contextlib
 import json
 import os
 import platform
 import random
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.demo_run import demo_recipe, kill_leftovers, pct, port_free, send_key  # noqa: E402
 
 SLUG = "demo-tp4-grep"
 WORLD = 4
@@ -102,16 +101,8 @@ def rank_lines(rank: int, count: int, start: float) -> bytes:
 
 def bench_recipe(folder: Path, port: int) -> Path:
     """``recipes/demo-tp4`` with a 0 s boot and its own ports."""
-    text = (ROOT / "sparktui" / "recipes" / "demo-tp4" / "recipe.toml").read_text()
-    for old, new in (('"--demo-boot-seconds", "2"', '"--demo-boot-seconds", "0"'),
-                     ("\nport = 30000\n", f"\nport = {port}\n")):
-        if text.count(old) != 1:
-            raise SystemExit(f"grep bench: recipes/demo-tp4/recipe.toml changed: {old.strip()!r} "
-                             "not found once")
-        text = text.replace(old, new)
-    (folder / SLUG).mkdir(parents=True)
-    (folder / SLUG / "recipe.toml").write_text(text)
-    return folder
+    return demo_recipe(folder, SLUG, [('"--demo-boot-seconds", "2"', '"--demo-boot-seconds", "0"'),
+                                      ("\nport = 30000\n", f"\nport = {port}\n")], "grep bench")
 
 
 def sparktui_cmd() -> list[str]:
@@ -201,23 +192,6 @@ class Frames:
         fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
         self.waiters.append((when, fut))
         return fut
-
-
-def send_key(app: Any, key: str) -> None:
-    """One key event through the driver, as ``Pilot.press`` and a terminal's input thread send
-    it, without Pilot's waits for an idle app."""
-    from textual import events
-    from textual.keys import REPLACED_KEYS, _character_to_key, _get_unicode_name_from_key
-
-    if len(key) == 1 and not key.isalnum():
-        key = _character_to_key(key)
-    try:
-        char: str | None = unicodedata.lookup(_get_unicode_name_from_key(REPLACED_KEYS.get(key, key)))
-    except KeyError:
-        char = key if len(key) == 1 else None
-    event = events.Key(key, char)
-    event.set_sender(app)
-    app._driver.send_message(event)
 
 
 async def until(what: Any, timeout: float, why: str) -> None:
@@ -328,32 +302,12 @@ def run_console(recipes: Path, history: list[bytes], args: argparse.Namespace) -
 def down(recipes: Path, marker: str) -> None:
     subprocess.run([*sparktui_cmd(), "down", "--recipes", str(recipes), SLUG], capture_output=True,
                    timeout=120, check=False)
-    for _ in range(20):  # the supervisors end after the ranks
-        left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _mentions(p, marker)]
-        if not left:
-            return
-        time.sleep(0.25)
-    for proc in left:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(int(proc.name), signal.SIGKILL)
-    print(f"grep bench: LEAK: processes left after down: {[p.name for p in left]} (killed)", file=sys.stderr)
-
-
-def _mentions(proc: Path, marker: str) -> bool:
-    if int(proc.name) == os.getpid():
-        return False
-    try:
-        return marker.encode() in (proc / "environ").read_bytes()
-    except OSError:
-        return False
+    found, _left = kill_leftovers(marker)
+    if found:
+        print(f"grep bench: LEAK: processes left after down: {found} (killed)", file=sys.stderr)
 
 
 # -- report -----------------------------------------------------------------------------------------
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -398,16 +352,6 @@ def report(cli: CliResult, console: ConsoleResult | None, size: int, lines: int,
     return ok
 
 
-def port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lines", type=int, default=250_000, help="lines per rank (default 250,000)")
@@ -418,8 +362,8 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=30500, help="the demo recipe's port, rank r on port + r")
     ap.add_argument("--size", default="160x50", help="the console's terminal, COLUMNSxROWS")
     ap.add_argument("--checkout", action="store_true",
-                    help="time this checkout's sparktui (an editable install: about 9 ms more at "
-                         "every start) instead of the wheel built from it, as a user has it")
+                    help="time this checkout's sparktui (an editable install) instead of the "
+                         "wheel built from it, as a user has it")
     args = ap.parse_args()
     if shutil.which("grep") is None:
         print("grep bench: needs grep", file=sys.stderr)
@@ -455,7 +399,11 @@ def main() -> int:
         print(f"grep bench: {WORLD * args.lines:,} lines ({size / 1e6:.0f} MB) generated in "
               f"{time.perf_counter() - t0:.1f} s", flush=True)
         python = sys.executable
-        if not args.checkout:
+        if args.checkout:
+            from bench.wheel import compiled
+
+            compiled()
+        else:
             from bench.wheel import build, install
 
             python = str(install(build(tmp / "wheel"), tmp / "venv"))

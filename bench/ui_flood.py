@@ -46,14 +46,12 @@ import re
 import resource
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +59,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.demo_run import demo_recipe, kill_leftovers, leftover_pids, pct, port_free, send_key  # noqa: E402
 
 SLUG = "demo-tp4-flood"
 WORLD = 4
@@ -74,7 +74,6 @@ DIST_INIT_PORT = 25000  # the local cluster's --dist-init-addr port
 def flood_recipe(folder: Path, flood: int, port: int, world: int = WORLD) -> Path:
     """``recipes/demo-tp4`` with a 0 s boot, the flood switched on, its own ports and
     ``world`` ranks (the local cluster gets as many nodes as the recipe needs)."""
-    text = (ROOT / "sparktui" / "recipes" / "demo-tp4" / "recipe.toml").read_text()
     edits = [
         ('"--demo-boot-seconds", "2"', '"--demo-boot-seconds", "0"'),
         ("\nport = 30000\n", f"\nport = {port}\n"),
@@ -84,24 +83,7 @@ def flood_recipe(folder: Path, flood: int, port: int, world: int = WORLD) -> Pat
         ('\nTP_SIZE = "4"\n', f'\nTP_SIZE = "{world}"\n'),
         ("world=4 rank=...", f"world={world} rank=..."),
     ]
-    for old, new in edits:
-        if text.count(old) != 1:
-            raise SystemExit(f"ui_flood: recipes/demo-tp4/recipe.toml changed: {old.strip()!r} "
-                             "not found once")
-        text = text.replace(old, new)
-    (folder / SLUG).mkdir(parents=True)
-    (folder / SLUG / "recipe.toml").write_text(text)
-    return folder
-
-
-def port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+    return demo_recipe(folder, SLUG, edits, "ui_flood")
 
 
 def down(recipes: Path) -> str:
@@ -109,22 +91,6 @@ def down(recipes: Path) -> str:
     done = subprocess.run([sys.executable, "-m", "sparktui", "down", "--recipes", str(recipes), SLUG],
                           cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=120)
     return (done.stdout + done.stderr).strip() if done.returncode else ""
-
-
-def leftover_pids(marker: str) -> list[int]:
-    """Processes whose command line or environment names our temporary folder (demo ranks and
-    their supervisors get XDG_STATE_HOME from us)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            blob = (proc / "cmdline").read_bytes() + (proc / "environ").read_bytes()
-        except OSError:
-            continue
-        if marker.encode() in blob:
-            found.append(int(proc.name))
-    return found
 
 
 def cpu_seconds(pids: list[int]) -> dict[int, float]:
@@ -138,24 +104,6 @@ def cpu_seconds(pids: list[int]) -> dict[int, float]:
             continue
         out[pid] = (int(fields[11]) + int(fields[12])) / tick
     return out
-
-
-def kill_leftovers(marker: str) -> tuple[list[int], list[int]]:
-    """(what was still running after down, what survived SIGTERM and SIGKILL)."""
-    pids: list[int] = []
-    for _ in range(20):  # down returns once the ranks are stopped; their supervisors exit next
-        pids = leftover_pids(marker)
-        if not pids:
-            return [], []
-        time.sleep(0.25)
-    found = list(pids)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        time.sleep(1.0)
-        pids = [p for p in pids if Path(f"/proc/{p}").exists()]
-    return found, pids
 
 
 # -- probes ------------------------------------------------------------------------------------
@@ -240,22 +188,6 @@ class GcWatch:
 
     def between(self, start: float, end: float) -> list[float]:
         return [d for t, d in self.pauses if start <= t <= end]
-
-
-def send_key(app: Any, key: str) -> None:
-    """One key event through the driver, as ``Pilot.press`` sends it, without its idle waits."""
-    from textual import events
-    from textual.keys import REPLACED_KEYS, _character_to_key, _get_unicode_name_from_key
-
-    if len(key) == 1 and not key.isalnum():
-        key = _character_to_key(key)
-    try:
-        char: str | None = unicodedata.lookup(_get_unicode_name_from_key(REPLACED_KEYS.get(key, key)))
-    except KeyError:
-        char = key if len(key) == 1 else None
-    event = events.Key(key, char)
-    event.set_sender(app)
-    app._driver.send_message(event)
 
 
 def run_queue_wait() -> float:
@@ -496,11 +428,6 @@ async def measure(recipes: Path, args: argparse.Namespace, gcw: GcWatch) -> Resu
         await count_check(main, session, args.ranks, res)
         await app.action_quit()
     return res
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def report(res: Result, rss: RssSampler, args: argparse.Namespace) -> bool:
