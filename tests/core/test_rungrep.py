@@ -192,3 +192,19 @@ def test_invalid_regexes_never_reach_the_search() -> None:
         with pytest.raises(re.error):
             re.compile(bad)
         assert BlockSearch.of(LineFilter.parse(bad)).mode == "all"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pattern=patterns(), data=files(), size=st.sampled_from([1, 7, 64, 4096]),
+       cap=st.sampled_from([0, 1, 2, 5, 40]))
+@example(pattern="x", size=7, cap=2, data=b"t\tx\nt\ty\nt\tx\nt\tx\nt\ty\nt\tx\n")
+def test_a_scan_keeps_the_newest_kept_lines_with_their_numbers(
+        tmp_path: Path, pattern: str, data: bytes, size: int, cap: int) -> None:
+    """The console keeps only the newest ``cap`` matches of a rank's file: the same lines, with
+    the same numbers, as the filter line by line, and every match counted."""
+    line_filter = LineFilter.parse(pattern)
+    path = write(tmp_path, data)
+    want = reference(path, line_filter)
+    got = RunScan({0: path}, BlockSearch.of(line_filter), cap=cap, size=size).run()
+    assert [(no, ts, text) for ts, _rank, no, text in got.lines] == (want[-cap:] if cap else [])
+    assert got.total == len(want) and got.scanned == {0: sum(1 for _ in RankLog(path).read())}
