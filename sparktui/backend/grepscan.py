@@ -6,8 +6,9 @@ half speed and every key waited for it. A process searches on a core of its own 
 far it got every ``PROGRESS_S``; it imports only the grep (``core``), so it starts in some tens
 of ms. Its job comes on stdin as JSON (``pattern``: what was typed, parsed here by the same
 ``LineFilter``; ``paths``: rank -> file; ``cap``), its frames go to stdout
-(``grepwork.frame``): ``("p", kept so far, bytes read)`` while it scans, then
-``("r", lines, kept, scanned)``, or ``("e", sentence)``.
+(``grepwork.frame``): ``("p", kept so far, bytes read)`` while it scans, ``("c", kept, bytes
+read)`` once every file is searched, then ``("r", lines, kept, scanned)``; or ``("e",
+sentence)``.
 """
 
 from __future__ import annotations
@@ -41,7 +42,10 @@ def main() -> int:
 
         def progress(scan: RunScan) -> None:
             now = time.monotonic()
-            if now - said[0] >= PROGRESS_S:
+            if scan.counted:  # the whole count, at once: the lines take a while more
+                out.write(frame(("c", scan.count, scan.done_bytes)))
+                out.flush()
+            elif now - said[0] >= PROGRESS_S:
                 said[0] = now
                 out.write(frame(("p", scan.count, scan.done_bytes)))
                 out.flush()

@@ -6,8 +6,9 @@ which is in the run's files. The search is ``core.rungrep``. A small run is scan
 ranks and at most one per core (``backend/grepscan.py``): in a thread the scan held the GIL
 half the time, so it ran at half speed on one core while every key waited for it
 (docs/benchmarks.md). Progress comes out every ``interval`` seconds as a ``GrepProgress`` (the
-count so far), then once with the result. Leaving the iteration (a new pattern, the console
-closing) stops the scan: the thread at its next block, the processes at once.
+count so far), the whole count as soon as every file is searched (making and sending the newest
+lines takes a while more), then once with the result. Leaving the iteration (a new pattern, the
+console closing) stops the scan: the thread at its next block, the processes at once.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import json
 import marshal
 import subprocess
 import sys
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,12 +38,15 @@ as long to scan."""
 
 @dataclass(frozen=True)
 class GrepProgress:
-    """How far a grep over a run's files got: kept lines so far, the share of bytes read, and
-    once done the result (the newest ``cap`` kept lines, the total, where each rank ended)."""
+    """How far a grep over a run's files got: kept lines so far, the share of bytes read; once
+    every file is searched the whole count (``counted``: the newest lines take a while more to
+    make and send), then the result (the newest ``cap`` kept lines, the total, where each rank
+    ended)."""
 
     count: int
     fraction: float
     result: ScanResult | None = None
+    counted: bool = False  # ``count`` is the whole run's: every file searched (the lines follow)
 
 
 Progress = AsyncGenerator[GrepProgress, None]
@@ -76,9 +80,10 @@ async def _in_thread(paths: dict[int, Path], line_filter: LineFilter, cap: int,
         while True:
             done, _ = await asyncio.wait({task}, timeout=interval)
             if done:
-                yield GrepProgress(scan.count, 1.0, task.result())
+                yield GrepProgress(scan.count, 1.0, task.result(), counted=True)
                 return
-            yield GrepProgress(scan.count, scan.fraction)
+            yield GrepProgress(scan.count, 1.0 if scan.counted else scan.fraction,
+                               counted=scan.counted)
     finally:
         scan.cancel()
 
@@ -88,9 +93,12 @@ class _Scanner:
     keeps what it said so far and waits for its end: no asyncio child watcher, whose threads
     race ``subprocess``'s own reaping on Python 3.11 ("Unknown child process pid ...")."""
 
-    def __init__(self, group: dict[int, Path], line_filter: LineFilter, cap: int) -> None:
+    def __init__(self, group: dict[int, Path], line_filter: LineFilter, cap: int,
+                 counted: Callable[[], None]) -> None:
         self.count = 0
         self.done_bytes = 0
+        self.counted = False
+        self.on_counted = counted  # called from the reader thread
         self.result: tuple[list[LogLine], int, dict[int, int]] | None = None
         self.error: str | None = None
         self.proc = subprocess.Popen(scanner_command(), stdin=subprocess.PIPE,
@@ -114,6 +122,9 @@ class _Scanner:
                 said = marshal.loads(body)
                 if said[0] == "p":
                     self.count, self.done_bytes = said[1], said[2]
+                elif said[0] == "c":
+                    self.count, self.done_bytes, self.counted = said[1], said[2], True
+                    self.on_counted()
                 elif said[0] == "r":
                     self.result = (said[1], said[2], {int(k): v for k, v in said[3].items()})
                     self.count = said[2]
@@ -143,16 +154,31 @@ async def _in_processes(paths: dict[int, Path], line_filter: LineFilter, cap: in
     total = sum(_size(path) for path in paths.values()) or 1
     scanners: list[_Scanner] = []
     listening: list[asyncio.Future[None]] = []
+    loop = asyncio.get_running_loop()
+    woken = asyncio.Event()  # a scanner's whole count came: say it at once, not at the next tick
+
+    def counted() -> None:
+        loop.call_soon_threadsafe(woken.set)
+
     try:
         for group in groups(paths, processes):
-            scanners.append(_Scanner(group, line_filter, cap))
+            scanners.append(_Scanner(group, line_filter, cap, counted))
             listening.append(asyncio.ensure_future(asyncio.to_thread(scanners[-1].listen)))
-        readers = set(listening)
+        readers: set[asyncio.Future[None]] = set(listening)
+        said_counted = False
         while readers:
-            done, readers = await asyncio.wait(readers, timeout=interval)
-            for task in done:
+            waker = asyncio.ensure_future(woken.wait())
+            done, _ = await asyncio.wait(readers | {waker}, timeout=interval,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            waker.cancel()
+            woken.clear()
+            for task in done - {waker}:
                 task.result()
-            if readers:
+                readers.discard(task)
+            if not said_counted and all(s.counted for s in scanners):
+                said_counted = True
+                yield GrepProgress(sum(s.count for s in scanners), 1.0, counted=True)
+            elif readers and not said_counted:
                 yield GrepProgress(sum(s.count for s in scanners),
                                    min(1.0, sum(s.done_bytes for s in scanners) / total))
         failed = [s.error or "a grep scanner ended before its files did" for s in scanners
@@ -163,7 +189,8 @@ async def _in_processes(paths: dict[int, Path], line_filter: LineFilter, cap: in
         lines = list(heapq.merge(*(lines for lines, _kept, _scanned in results)))
         scanned = {rank: no for _lines, _kept, per_rank in results for rank, no in per_rank.items()}
         kept = sum(kept for _lines, kept, _scanned in results)
-        yield GrepProgress(kept, 1.0, ScanResult(lines[-cap:] if cap > 0 else [], kept, scanned))
+        yield GrepProgress(kept, 1.0, ScanResult(lines[-cap:] if cap > 0 else [], kept, scanned),
+                           counted=True)
     finally:
         for scanner in scanners:
             scanner.end()  # its reader thread sees the pipe close and reaps it

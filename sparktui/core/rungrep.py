@@ -223,6 +223,7 @@ class RunScan:
     size: int = BLOCK_BYTES  # about 0.2 ms of C per block: the event loop gets the GIL often
     on_block: Callable[[RunScan], None] | None = None
     count: int = 0  # kept lines so far
+    counted: bool = False  # every file searched: ``count`` is the whole (the lines come after)
     done_bytes: int = 0
     total_bytes: int = 0  # the files' sizes when the scan started
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -243,9 +244,16 @@ class RunScan:
         per_rank: list[list[LogLine]] = []
         scanned: dict[int, int] = {}
         self.total_bytes = sum(path.stat().st_size for path in self.paths.values() if path.exists())
+        found: list[tuple[int, deque[tuple[int, Any, Any]]]] = []
         for rank, path in sorted(self.paths.items()):
             kept: deque[tuple[int, Any, Any]] = deque(maxlen=max(self.cap, 0))
             scanned[rank] = self._rank(path, kept)
+            found.append((rank, kept))
+        if not self.cancelled:  # the count is known before the newest lines are made
+            self.counted = True
+            if self.on_block is not None:
+                self.on_block(self)
+        for rank, kept in found:
             per_rank.append([_line(rank, no, line, tab) for no, line, tab in kept])
         lines = list(heapq.merge(*per_rank))
         return ScanResult(lines[-self.cap:] if self.cap > 0 else [], self.count, scanned)

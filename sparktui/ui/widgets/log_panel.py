@@ -89,7 +89,8 @@ class LogPanel(Vertical):
         self.line_filter: LineFilter = NO_FILTER
         self.pending_filter: LineFilter = NO_FILTER
         self.matches: int | None = None  # kept lines; while scanning, those found so far
-        self.scanning = False
+        self.scanning = False  # the view waits for the scan's lines (live lines held back)
+        self.counted = False  # while scanning: ``matches`` is already the whole run's count
         self.scanned: float = 0.0  # the share of the run's files read by the scan
         self.excerpt: str | None = None
         self.idle_text = ""  # what an empty log says (set by the screen: not running, ...)
@@ -217,6 +218,7 @@ class LogPanel(Vertical):
             self._show(lines, f, keep)
             if self.scanning:
                 self.scanned = 0.0
+                self.counted = False
                 self._scan(ranks, f, self._generation)
         self.update_bar()
 
@@ -236,6 +238,7 @@ class LogPanel(Vertical):
                         return
                     if progress.result is None:
                         self.matches, self.scanned = max(shown, progress.count), progress.fraction
+                        self.counted = progress.counted  # the bar says the whole count at once
                         self.update_bar()
                         continue
                     self._scanned(progress.result, ranks, f, cap)
@@ -323,7 +326,8 @@ class LogPanel(Vertical):
             world=self.store.world, shown=self.shown, follow=all(v.follow for v in views),
             wrap=view.wrap, timestamps=view.timestamps, grep=self.pending_filter.text,
             grep_error=self.pending_filter.error, matches=self.matches,
-            scanning=self.scanning, scanned=self.scanned, lines=sum(len(v.lines) for v in views),
+            scanning=self.scanning and not self.counted, scanned=self.scanned,
+            lines=sum(len(v.lines) for v in views),
             note=excerpt,
             grid=self.grid, hide_probes=self.hide_probes,
             hidden=self.store.probe_count(self.ranks()) if hiding else 0))
