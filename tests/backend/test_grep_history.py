@@ -86,3 +86,20 @@ def scanner_children() -> list[Path]:
             if parent == os.getpid() and b"grepscan" in (proc / "cmdline").read_bytes():
                 found.append(proc)
     return found
+
+
+async def test_the_whole_count_comes_before_the_lines(tmp_path: Path) -> None:
+    """Once every file is searched the count is said (the bar shows it), before the newest
+    lines are made and sent: from scanner processes at once (the loop is woken, not polled:
+    the interval here is longer than the test), from a thread at its next tick."""
+    run, hits = big_run(tmp_path, 50_000)
+    for processes, interval in ((2, 30.0), (0, 0.001)):
+        seen = [p async for p in grep_run(run, [0, 1], LineFilter.parse("hit"), cap=1000,
+                                          processes=processes, interval=interval)]
+        assert seen[-1].result is not None and seen[-1].counted and seen[-1].count == hits
+        early = [p for p in seen if p.counted and p.result is None]
+        assert all(p.count == hits and p.fraction == 1.0 for p in early), processes
+        if processes:
+            assert len(early) == 1 and seen[-2] is early[0]
+        before = seen[:seen.index(early[0])] if early else seen[:-1]
+        assert not any(p.counted for p in before)
