@@ -433,19 +433,27 @@ def nccl_traceback(rank: int, after_ready: bool, why: str) -> list[str]:
             (f"{torch}/distributed_c10d.py", 4635, "barrier",
              "work = group.barrier(opts=opts)"),
         ]
-    lines = ["Scheduler hit an exception: Traceback (most recent call last):"]
-    for path, lineno, func, code in frames:
-        lines.append(f'  File "{path}", line {lineno}, in {func}')
-        lines.append(f"    {code}")
-    lines += [
-        "RuntimeError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, "
-        "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3",
+    return [
+        "Scheduler hit an exception: Traceback (most recent call last):",
+        *_frames(frames),
+        NCCL_ERROR,
         "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.",
         f"Last error: ({ENGINE_NAME}: {why})",
         "Received sigquit from a child process. It usually means the child failed.",
         f"DEMO fatal: simulated failure of rank {rank}; exiting with code {EXIT_SIMULATED}",
     ]
-    return lines
+
+
+NCCL_ERROR = ("RuntimeError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, "
+              "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3")
+
+
+def _frames(frames: list[tuple[str, int, str, str]]) -> list[str]:
+    """A traceback's frames as Python prints them."""
+    out: list[str] = []
+    for path, lineno, func, code in frames:
+        out += [f'  File "{path}", line {lineno}, in {func}', f"    {code}"]
+    return out
 
 
 def vllm_nccl_traceback(rank: int, after_ready: bool, why: str) -> list[str]:
@@ -474,17 +482,14 @@ def vllm_nccl_traceback(rank: int, after_ready: bool, why: str) -> list[str]:
             (f"{torch}/distributed_c10d.py", 4635, "barrier",
              "work = group.barrier(opts=opts)"),
         ]
-    lines = [f"WorkerProc hit an exception (rank {rank}).", "Traceback (most recent call last):"]
-    for path, lineno, func, code in frames:
-        lines.append(f'  File "{path}", line {lineno}, in {func}')
-        lines.append(f"    {code}")
-    lines += [
-        "RuntimeError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, "
-        "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3",
+    return [
+        f"WorkerProc hit an exception (rank {rank}).",
+        "Traceback (most recent call last):",
+        *_frames(frames),
+        NCCL_ERROR,
         f"Last error: ({ENGINE_NAME}: {why})",
         f"DEMO fatal: simulated failure of rank {rank}; exiting with code {EXIT_SIMULATED}",
     ]
-    return lines
 
 
 def flood_lines(start: int, count: int) -> list[str]:
