@@ -15,7 +15,7 @@ from sparktui.backend.events import Event, ImageSyncProgress
 from sparktui.backend.imagesync import SyncReport, progress_sentence, short
 from sparktui.cli import exits
 from sparktui.cli.ops import _opened, _run, err, out
-from sparktui.cli.render import plain
+from sparktui.cli.render import plain, transfers
 from sparktui.core.units import format_bytes, format_duration
 
 LINE_EVERY_S = 2.0
@@ -61,21 +61,9 @@ def summary(report: SyncReport) -> list[tuple[bool, Text]]:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
-
     async def go() -> int:
         live = err.is_terminal and not args.json
-        progress = Progress(TextColumn("{task.fields[node]:<10} {task.fields[phase]:<8}", markup=False),
-                            BarColumn(),
-                            DownloadColumn(binary_units=True), TransferSpeedColumn(),
-                            TimeRemainingColumn(), console=err, disable=not live, transient=False)
+        progress = transfers(err, phase_width=8, file=False, disable=not live)
         tasks: dict[str, TaskID] = {}
 
         def bars(event: Event) -> None:

@@ -151,24 +151,12 @@ def _verdict(orch: Orchestrator, ready: bool) -> int:
 
 def cmd_stage(args: argparse.Namespace) -> int:
     """Staging on every node at once, one progress bar per node."""
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
-
     sample: int | str | None = None
     if args.sample is not None:
         sample = "all" if args.sample == "all" else int(args.sample)
 
     async def go() -> int:
-        progress = Progress(TextColumn("{task.fields[node]:<10} {task.fields[phase]:<7}", markup=False),
-                            BarColumn(), DownloadColumn(binary_units=True), TransferSpeedColumn(),
-                            TimeRemainingColumn(), TextColumn("{task.fields[file]}", markup=False),
-                            console=err, disable=args.json, transient=False)
+        progress = render.transfers(err, phase_width=7, file=True, disable=args.json)
         tasks: dict[str, TaskID] = {}
 
         def on_event(event: Event) -> None:
