@@ -50,6 +50,13 @@ def line(board: Board, rank: int, text: str) -> None:
     board.apply_checks(board.ranks[rank])
 
 
+def every_rank_ready(board: Board) -> None:
+    """The head's ready line, then each worker's probe answering 200 (SGLang's workers)."""
+    line(board, 0, HEAD_READY)
+    for info in board.ranks[1:]:
+        board.set_health(info, 200)
+
+
 def states(board: Board) -> list[str]:
     return [info.state for info in board.ranks]
 
@@ -114,9 +121,7 @@ async def test_a_boot_whose_check_waits_for_a_line_ends_when_the_line_comes() ->
     for rank in (0, 1, 2):
         line(board, rank, "KV cache ready: #tokens=1000")
     waiting = asyncio.create_task(BootWatch(board).wait(timeout=5))
-    line(board, 0, HEAD_READY)
-    for info in board.ranks[1:]:
-        board.set_health(info, 200)
+    every_rank_ready(board)
     assert states(board) == ["ready"] * 4
     assert board.boot_ending and not board.checks.finished
     await asyncio.sleep(0)
@@ -132,9 +137,7 @@ async def test_a_boot_whose_checks_all_passed_ends_with_the_last_rank_ready() ->
     board, _ = booting_board(SGLANG_TP4)
     for rank in range(4):
         line(board, rank, "KV cache ready: #tokens=1000")
-    line(board, 0, HEAD_READY)
-    for info in board.ranks[1:]:
-        board.set_health(info, 200)
+    every_rank_ready(board)
     assert not board.boot_ending and board.checks.finished == {0, 1, 2, 3}
     assert board.changed.is_set()
 
@@ -144,9 +147,7 @@ async def test_a_line_that_never_comes_fails_its_check_settle_s_after_ready() ->
     for rank in (0, 1, 2):
         line(board, rank, "KV cache ready: #tokens=1000")
     waiting = asyncio.create_task(BootWatch(board).wait(timeout=5))
-    line(board, 0, HEAD_READY)
-    for info in board.ranks[1:]:
-        board.set_health(info, 200)
+    every_rank_ready(board)
     assert board.boot_ending
     assert await waiting  # every rank ready; the check's verdict is the caller's to report
     kv = next(c for c in board.checks.checks if c.pattern == "KV cache ready")
@@ -156,9 +157,7 @@ async def test_a_line_that_never_comes_fails_its_check_settle_s_after_ready() ->
 async def test_a_rank_that_fails_while_the_boot_waits_for_a_line_ends_the_wait() -> None:
     board, _ = booting_board(SGLANG_TP4)
     waiting = asyncio.create_task(BootWatch(board).wait(timeout=5, grace=0.1))
-    line(board, 0, HEAD_READY)
-    for info in board.ranks[1:]:
-        board.set_health(info, 200)
+    every_rank_ready(board)
     assert board.boot_ending
     board.set_state(board.ranks[2], "failed", "exited with code 1")
     assert not board.boot_ending
