@@ -175,12 +175,7 @@ async def test_console_reopens_the_seed_with_its_ranks_running(cli: Cli, testbed
         await wait_for(pilot, main.ready.is_set, 30, "the seed to open on the test cluster")
         await wait_for(pilot, lambda: reopen.opened(main, SLUG), 30, "the seed attached")
         assert main.session is not None and main.session.attached
-        await fuzz.press(app, "slash")
-        await wait_for(pilot, lambda: main.logs.grep_input.has_focus, 5, "the grep input")
-        await fuzz.press(app, *"rank", "enter")
-        await wait_for(pilot, lambda: main.logs.line_filter.text == "rank", 5, "the grep")
-        await fuzz.press(app, "3")  # rank 2's log only
-        await wait_for(pilot, lambda: main.logs.shown == 2, 5, "rank 2's log")
+        await reopen.grep_then_rank(pilot, main, "rank", 2)
         before = reopen.view(main)
         staging_rows = list(main.staging.children)
         for _ in range(2):

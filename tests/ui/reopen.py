@@ -31,6 +31,17 @@ async def list_open(pilot: Pilot[None], main: MainScreen, slug: str) -> None:
     await pilot.pause(0.3)
 
 
+async def grep_then_rank(pilot: Pilot[None], main: MainScreen, pattern: str, rank: int) -> None:
+    """A grep typed into ``/``, then one rank's log only (its number key, from 1): a view with
+    state of its own that reopening must keep."""
+    await fuzz.press(pilot.app, "slash")
+    await wait_for(pilot, lambda: main.logs.grep_input.has_focus, 5, "the grep input")
+    await fuzz.press(pilot.app, *pattern, "enter")
+    await wait_for(pilot, lambda: main.logs.line_filter.text == pattern, 5, "the grep")
+    await fuzz.press(pilot.app, str(rank + 1))
+    await wait_for(pilot, lambda: main.logs.shown == rank, 5, f"rank {rank}'s log")
+
+
 def opened(main: MainScreen, slug: str) -> bool:
     """``slug`` is open and nothing is opening any more."""
     opening = any(w.group == "session" and not w.is_finished for w in main.workers)

@@ -26,12 +26,7 @@ async def test_reopening_each_shipped_recipe_keeps_the_view(tmp_path: Path) -> N
         for slug in slugs:
             await reopen.palette_open(pilot, slug)
             await wait_for(pilot, lambda s=slug: reopen.opened(main, s), 20, f"{slug} open")
-            await fuzz.press(app, "slash")
-            await wait_for(pilot, lambda: main.logs.grep_input.has_focus, 5, "the grep input")
-            await fuzz.press(app, *"rank", "enter")
-            await wait_for(pilot, lambda: main.logs.line_filter.text == "rank", 5, "the grep")
-            await fuzz.press(app, "2")  # rank 1's log only
-            await wait_for(pilot, lambda: main.logs.shown == 1, 5, "rank 1's log")
+            await reopen.grep_then_rank(pilot, main, "rank", 1)
             before = reopen.view(main)
             assert before[1] == "rank" and before[2] == 1
             await reopen.palette_open(pilot, slug)  # the open one again: nothing changes
