@@ -23,14 +23,13 @@ from sparktui.core.cluster import load_cluster
 from sparktui.core.plan import build_plan
 from sparktui.core.recipe import load_recipe
 from tests.conftest import ROOT
+from tests.realparts.conftest import Cli, sparktui_cli, state_env
 
 pytestmark = pytest.mark.realparts
 
 DEMO = ROOT / "sparktui" / "recipes" / "demo-tp4" / "recipe.toml"
-PY_TRACEBACK = "Traceback (most recent call last):\n  File"
 SLUG = "demo-group"
 
-Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture(scope="module")
@@ -45,21 +44,12 @@ def recipe(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    state = tmp_path_factory.mktemp("group-state")
-    env = {**os.environ, "XDG_STATE_HOME": str(state), "XDG_CONFIG_HOME": str(state / "config")}
-    env.pop("SPARKTUI_CLUSTER", None)
-    return env
+    return state_env(tmp_path_factory.mktemp("group-state"))
 
 
 @pytest.fixture(scope="module")
 def cli(testbed: Any, recipe: Path, env: dict[str, str]) -> Iterator[Cli]:
-    def run(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "sparktui", args[0], str(recipe),
-                "--cluster", testbed.cluster_file, *args[1:]]
-        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-        assert PY_TRACEBACK not in proc.stderr, proc.stderr
-        return proc
-
+    run = sparktui_cli(testbed.cluster_file, env, recipe)
     yield run
     run("down")
 

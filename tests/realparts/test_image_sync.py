@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import tarfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from sparktui.ui.app import SparkApp
 from sparktui.ui.options import ConsoleOptions
 from sparktui.ui.screens.doctor_screen import DoctorScreen
 from tests.conftest import RECIPES, ROOT
-from tests.realparts.conftest import tbm
+from tests.realparts.conftest import Cli, sparktui_cli, state_env, tbm
 from tests.ui.conftest import wait_for
 
 pytestmark = pytest.mark.realparts
@@ -39,9 +39,7 @@ pytestmark = pytest.mark.realparts
 DEMO = RECIPES / "demo-tp4"
 IMAGE = tbm.IMAGE
 BIG = "sparktui-synctest-big:latest"
-PY_TRACEBACK = "Traceback (most recent call last):\n  File"
 
-Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def engine(node: Any) -> docker.DockerClient:
@@ -94,19 +92,9 @@ def restore(testbed: Any) -> Iterator[list[str]]:
 
 @pytest.fixture
 def cli(testbed: Any, tmp_path: Path) -> Iterator[Cli]:
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"),
-           "XDG_CONFIG_HOME": str(tmp_path / "config")}
-    env.pop("SPARKTUI_CLUSTER", None)
-
-    def run(*words: str, recipe: Path = DEMO, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        verb = list(words[:2]) if words[0] == "image" else [words[0]]
-        argv = [sys.executable, "-m", "sparktui", *verb, str(recipe), "--cluster",
-                testbed.cluster_file, *words[len(verb):]]
-        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=timeout)
-        assert PY_TRACEBACK not in proc.stderr, proc.stderr
-        return proc
-
+    env = state_env(tmp_path / "state")
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    run = sparktui_cli(testbed.cluster_file, env, DEMO, timeout=300)
     yield run
     run("down")
 

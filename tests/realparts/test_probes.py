@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,7 +24,7 @@ from sparktui.core.cluster import load_cluster
 from sparktui.core.plan import build_plan
 from sparktui.core.recipe import load_recipe
 from tests.conftest import ROOT
-from tests.realparts.conftest import tbm
+from tests.realparts.conftest import Cli, sparktui_cli, state_env, tbm
 
 pytestmark = pytest.mark.realparts
 
@@ -35,7 +33,6 @@ API_PORT = 30000  # the demo recipe's port; real clusters use no port offset
 RULE = ["INPUT", "-p", "tcp", "--dport", str(API_PORT), "!", "-i", "lo", "-j", "DROP",
         "-m", "comment", "--comment", "sparktui-probe-test"]
 
-Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def iptables(node: Any, *args: str) -> subprocess.CompletedProcess[str]:
@@ -62,17 +59,7 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def cli(firewalled: Any, state: Path) -> Iterator[Cli]:
-    env = {**os.environ, "XDG_STATE_HOME": str(state), "XDG_CONFIG_HOME": str(state / "config")}
-    env.pop("SPARKTUI_CLUSTER", None)
-
-    def run(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "sparktui", args[0], str(DEMO),
-                "--cluster", firewalled.cluster_file, *args[1:]]
-        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=timeout)
-        assert "Traceback (most recent call last)" not in proc.stderr, proc.stderr
-        return proc
-
+    run = sparktui_cli(firewalled.cluster_file, state_env(state), DEMO)
     run("down")
     yield run
     run("down")

@@ -11,13 +11,10 @@ reports armed), and ``min_free`` shrinks to this disk. One launch serves every t
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
-import subprocess
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +26,8 @@ from sparktui.core.plan import LABEL_RECIPE
 from sparktui.core.recipe import load_recipe
 from sparktui.ui.app import SparkApp
 from sparktui.ui.options import ConsoleOptions
-from tests.conftest import ROOT, SEED
-from tests.realparts.conftest import IMAGE
+from tests.conftest import SEED
+from tests.realparts.conftest import IMAGE, Cli, sparktui_cli, state_env
 from tests.staging.ckpt import make_checkpoint
 from tests.ui import fuzz, reopen
 from tests.ui.conftest import wait_for
@@ -39,9 +36,7 @@ pytestmark = pytest.mark.realparts
 
 SLUG = SEED.parent.name
 EXTRA = "DSV41 sparktui probe: a feature no image arms ..."
-PY_TRACEBACK = "Traceback (most recent call last):\n  File"
 
-Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def seed_on_demo(folder: Path) -> Path:
@@ -84,17 +79,7 @@ def recipe(testbed: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def cli(testbed: Any, recipe: Path, state: Path) -> Iterator[Cli]:
-    env = {**os.environ, "XDG_STATE_HOME": str(state), "XDG_CONFIG_HOME": str(state / "config")}
-    env.pop("SPARKTUI_CLUSTER", None)
-
-    def run(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "sparktui", args[0], str(recipe),
-                "--cluster", testbed.cluster_file, *args[1:]]
-        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=timeout)
-        assert PY_TRACEBACK not in proc.stderr, proc.stderr
-        return proc
-
+    run = sparktui_cli(testbed.cluster_file, state_env(state), recipe)
     yield run
     run("down")
 

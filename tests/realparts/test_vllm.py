@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
-import subprocess
-import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +23,14 @@ from sparktui.core.cluster import load_cluster
 from sparktui.core.plan import build_plan
 from sparktui.core.recipe import load_recipe
 from tests.conftest import ROOT
-from tests.realparts.conftest import tbm
+from tests.realparts.conftest import Cli, sparktui_cli, state_env, tbm
 
 pytestmark = pytest.mark.realparts
 
 RECIPE = ROOT / "sparktui" / "recipes" / "demo-vllm-tp4"
 SLUG = "demo-vllm-tp4"
 PORT = 8000
-PY_TRACEBACK = "Traceback (most recent call last):\n  File"
 
-Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture(scope="module")
@@ -45,17 +40,7 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def cli(testbed: Any, state: Path) -> Iterator[Cli]:
-    env = {**os.environ, "XDG_STATE_HOME": str(state), "XDG_CONFIG_HOME": str(state / "config")}
-    env.pop("SPARKTUI_CLUSTER", None)
-
-    def run(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "sparktui", args[0], str(RECIPE),
-                "--cluster", testbed.cluster_file, *args[1:]]
-        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=timeout)
-        assert PY_TRACEBACK not in proc.stderr, proc.stderr
-        return proc
-
+    run = sparktui_cli(testbed.cluster_file, state_env(state), RECIPE)
     yield run
     run("down")
 
