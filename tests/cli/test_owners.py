@@ -10,20 +10,15 @@ ports: run it in a private network namespace).
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import RECIPES, ROOT
+from tests.conftest import RECIPES
+from tests.runner import Cli, sparktui_cli, state_env
 
-DEMO = str(RECIPES / "demo-tp4")
-TRACEBACK = "Traceback (most recent call last):\n  File"
-Cli = Callable[..., subprocess.CompletedProcess[str]]
 SINCE = r"since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"
 
 
@@ -38,20 +33,12 @@ def cluster_file(folder: Path, owner: str) -> Path:
 
 @pytest.fixture
 def as_owner(tmp_path: Path) -> Iterator[Callable[[str], Cli]]:
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "COLUMNS": "400",
-           "XDG_CONFIG_HOME": str(tmp_path / "config")}
-    env.pop("SPARKTUI_CLUSTER", None)
+    env = {**state_env(tmp_path / "state"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "COLUMNS": "400"}
     files = {owner: cluster_file(tmp_path, owner) for owner in ("alice@jump", "bob@jump")}
 
     def make(owner: str) -> Cli:
-        def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-            argv = [sys.executable, "-m", "sparktui", args[0], DEMO, "--cluster", str(files[owner]),
-                    *args[1:]]
-            proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
-                                  timeout=timeout)
-            assert TRACEBACK not in proc.stderr, proc.stderr
-            return proc
-        return run
+        return sparktui_cli(str(files[owner]), env, RECIPES / "demo-tp4", timeout=120)
 
     yield make
     for owner in files:

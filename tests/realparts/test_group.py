@@ -23,7 +23,7 @@ from sparktui.core.cluster import load_cluster
 from sparktui.core.plan import build_plan
 from sparktui.core.recipe import load_recipe
 from tests.conftest import ROOT
-from tests.realparts.conftest import Cli, sparktui_cli, state_env
+from tests.runner import Cli, sparktui_cli, state_env
 
 pytestmark = pytest.mark.realparts
 

@@ -31,7 +31,8 @@ from sparktui.ui.app import SparkApp
 from sparktui.ui.options import ConsoleOptions
 from sparktui.ui.screens.doctor_screen import DoctorScreen
 from tests.conftest import RECIPES, ROOT
-from tests.realparts.conftest import Cli, sparktui_cli, state_env, tbm
+from tests.realparts.conftest import tbm
+from tests.runner import Cli, sparktui_cli, state_env
 from tests.ui.conftest import wait_for
 
 pytestmark = pytest.mark.realparts

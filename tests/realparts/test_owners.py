@@ -7,11 +7,8 @@ it over. A container sparktui did not make that holds a rank's name is named, ne
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,15 +17,14 @@ from typing import Any
 import docker
 import pytest
 
-from tests.conftest import RECIPES, ROOT
+from tests.conftest import RECIPES
 from tests.realparts.conftest import IMAGE
+from tests.runner import Cli, sparktui_cli, state_env
 
 pytestmark = pytest.mark.realparts
 
 SLUG = "demo-owners"
-TRACEBACK = "Traceback (most recent call last):\n  File"
 SINCE = r"since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"
-Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def clients(testbed: Any) -> list[docker.DockerClient]:
@@ -52,19 +48,10 @@ def as_owner(testbed: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         files[owner] = tmp / f"{owner.split('@')[0]}.toml"
         files[owner].write_text(base.replace('\nname = "testbed"\n',
                                              f'\nname = "testbed"\nowner = "{owner}"\n'))
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp / "state"), "XDG_CONFIG_HOME": str(tmp / "config"),
-           "COLUMNS": "400"}
-    env.pop("SPARKTUI_CLUSTER", None)
+    env = {**state_env(tmp / "state"), "XDG_CONFIG_HOME": str(tmp / "config"), "COLUMNS": "400"}
 
     def make(owner: str) -> Cli:
-        def run(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-            argv = [sys.executable, "-m", "sparktui", args[0], str(tmp / SLUG), "--cluster",
-                    str(files[owner]), *args[1:]]
-            proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
-                                  timeout=timeout)
-            assert TRACEBACK not in proc.stderr, proc.stderr
-            return proc
-        return run
+        return sparktui_cli(str(files[owner]), env, tmp / SLUG)
 
     yield make
     make("alice@jump")("down", "--adopt")

@@ -27,7 +27,8 @@ from sparktui.core.recipe import load_recipe
 from sparktui.ui.app import SparkApp
 from sparktui.ui.options import ConsoleOptions
 from tests.conftest import SEED
-from tests.realparts.conftest import IMAGE, Cli, sparktui_cli, state_env
+from tests.realparts.conftest import IMAGE
+from tests.runner import Cli, sparktui_cli, state_env
 from tests.staging.ckpt import make_checkpoint
 from tests.ui import fuzz, reopen
 from tests.ui.conftest import wait_for

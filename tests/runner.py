@@ -1,0 +1,41 @@
+"""``sparktui`` run as an operator's shell runs it, for the tests that drive the command line
+in new processes: a state folder of the test's own, and never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+TRACEBACK = "Traceback (most recent call last):\n  File"
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def state_env(state: Path) -> dict[str, str]:
+    """This environment with sparktui's state and config folders under ``state`` and no
+    cluster from the environment (each test names the test cluster's file)."""
+    env = {**os.environ, "XDG_STATE_HOME": str(state), "XDG_CONFIG_HOME": str(state / "config")}
+    env.pop("SPARKTUI_CLUSTER", None)
+    return env
+
+
+def sparktui_cli(cluster_file: str, env: dict[str, str], recipe: Path, timeout: float = 180) -> Cli:
+    """``run(VERB, *args)``: ``sparktui VERB RECIPE --cluster FILE *args`` in a new process, as
+    an operator's shell runs it (``image sync`` is two words); never a traceback."""
+    default_recipe, default_timeout = recipe, timeout
+
+    def run(*words: str, recipe: Path = default_recipe,
+            timeout: float = default_timeout) -> subprocess.CompletedProcess[str]:
+        verb = list(words[:2]) if words[0] == "image" else [words[0]]
+        argv = [sys.executable, "-m", "sparktui", *verb, str(recipe), "--cluster", cluster_file,
+                *words[len(verb):]]
+        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+        assert TRACEBACK not in proc.stderr, proc.stderr
+        return proc
+
+    return run
