@@ -26,15 +26,30 @@ def state_env(state: Path) -> dict[str, str]:
 def sparktui_cli(cluster_file: str, env: dict[str, str], recipe: Path, timeout: float = 180) -> Cli:
     """``run(VERB, *args)``: ``sparktui VERB RECIPE --cluster FILE *args`` in a new process, as
     an operator's shell runs it (``image sync`` is two words); never a traceback."""
-    default_recipe, default_timeout = recipe, timeout
+    default_recipe, sparktui = recipe, sparktui_run(env, timeout)
 
     def run(*words: str, recipe: Path = default_recipe,
-            timeout: float = default_timeout) -> subprocess.CompletedProcess[str]:
+            timeout: float = timeout) -> subprocess.CompletedProcess[str]:
         verb = list(words[:2]) if words[0] == "image" else [words[0]]
-        argv = [sys.executable, "-m", "sparktui", *verb, str(recipe), "--cluster", cluster_file,
-                *words[len(verb):]]
-        proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=timeout)
+        return sparktui(*verb, str(recipe), "--cluster", cluster_file, *words[len(verb):],
+                        timeout=timeout)
+
+    return run
+
+
+def local_env(tmp: Path) -> dict[str, str]:
+    """``state_env`` for a test on the local cluster: state, config and the HF cache in ``tmp``."""
+    return {**state_env(tmp / "state"), "XDG_CONFIG_HOME": str(tmp / "config"),
+            "HF_HOME": str(tmp / "hf")}
+
+
+def sparktui_run(env: dict[str, str], timeout: float = 120) -> Cli:
+    """``run(*args)``: ``sparktui *args`` in a new process; never a traceback."""
+    default_timeout = timeout
+
+    def run(*args: str, timeout: float = default_timeout) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([sys.executable, "-m", "sparktui", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=timeout)
         assert TRACEBACK not in proc.stderr, proc.stderr
         return proc
 

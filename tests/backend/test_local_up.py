@@ -3,30 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
+from tests.runner import Cli, local_env, sparktui_run
 
 
 @pytest.fixture
-def cli(tmp_path: Path) -> Iterator[object]:
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"),
-           "XDG_CONFIG_HOME": str(tmp_path / "config"), "HF_HOME": str(tmp_path / "hf")}
-    env.pop("SPARKTUI_CLUSTER", None)
-
-    def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([sys.executable, "-m", "sparktui", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=timeout)
-        assert "Traceback (most recent call last):\n  File" not in proc.stderr, proc.stderr
-        return proc
-
+def cli(tmp_path: Path) -> Iterator[Cli]:
+    run = sparktui_run(local_env(tmp_path))
     yield run
     run("down", "sparktui/recipes/demo-tp4")
 

@@ -6,35 +6,28 @@ its documented 1)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
+from tests.runner import Cli, local_env, sparktui_run
 
 DEMO = ROOT / "sparktui" / "recipes" / "demo-tp4" / "recipe.toml"
 NEVER = "DEMO never printed: [feature] armed ..."
-Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Iterator[Cli]:
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"),
-           "XDG_CONFIG_HOME": str(tmp_path / "config"), "HF_HOME": str(tmp_path / "hf")}
-    env.pop("SPARKTUI_CLUSTER", None)
+    sparktui = sparktui_run(local_env(tmp_path))
     launched: list[str] = []
 
     def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         if args[0] == "up":
             launched.append(args[1])
-        proc = subprocess.run([sys.executable, "-m", "sparktui", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=timeout)
-        assert "Traceback (most recent call last):\n  File" not in proc.stderr, proc.stderr
-        return proc
+        return sparktui(*args, timeout=timeout)
 
     yield run
     for recipe in launched:
