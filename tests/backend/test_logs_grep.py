@@ -4,10 +4,8 @@ rank merged in the same capture order."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,27 +15,20 @@ from sparktui.core.linefilter import LineFilter
 from sparktui.core.rungrep import RunScan
 from sparktui.core.runstore import Run, RunStore
 from sparktui.ui.logstore import RANK, TEXT, LogStore
-from tests.conftest import ROOT
+from tests.runner import Cli, local_env, sparktui_run
 
-Cli = Callable[..., subprocess.CompletedProcess[str]]
 WORLD = 4
 
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Iterator[Cli]:
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"),
-           "XDG_CONFIG_HOME": str(tmp_path / "config"), "HF_HOME": str(tmp_path / "hf")}
-    env.pop("SPARKTUI_CLUSTER", None)
-    env.pop("SPARKTUI_RECIPES", None)
+    sparktui = sparktui_run(local_env(tmp_path))
     started = False
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         nonlocal started
         started = started or args[0] == "up"
-        proc = subprocess.run([sys.executable, "-m", "sparktui", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=120)
-        assert "Traceback (most recent call last):\n  File" not in proc.stderr, proc.stderr
-        return proc
+        return sparktui(*args)
 
     yield run
     if started:

@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -23,8 +23,8 @@ from sparktui.core.linefilter import LineFilter
 from sparktui.core.rungrep import merge_found, merged, norm_ts
 from sparktui.core.runstore import RankLog
 from tests.conftest import ROOT
+from tests.runner import Cli, local_env, sparktui_run
 
-Cli = Callable[..., subprocess.CompletedProcess[str]]
 SLUG = "demo-tp4"  # the shipped recipe: its runs are <state>/sparktui/runs/demo-tp4-<time>
 UNREACHABLE = """name = "far"
 hf_cache = "/srv/hf"
@@ -70,18 +70,8 @@ def expected(run: Path, pattern: str, ranks: range = range(4)) -> list[str]:
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Iterator[Cli]:
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"),
-           "XDG_CONFIG_HOME": str(tmp_path / "config"), "HF_HOME": str(tmp_path / "hf")}
-    env.pop("SPARKTUI_CLUSTER", None)
-    env.pop("SPARKTUI_RECIPES", None)
     (tmp_path / "far.toml").write_text(UNREACHABLE)
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([sys.executable, "-m", "sparktui", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=60)
-        assert "Traceback (most recent call last):\n  File" not in proc.stderr, proc.stderr
-        return proc
-
+    run = sparktui_run(local_env(tmp_path), timeout=60)
     yield run
 
 
