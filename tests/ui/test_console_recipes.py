@@ -81,3 +81,42 @@ async def test_recipe_pane_masks_secrets_and_the_list_survives_bad_files(tmp_pat
         recipe_list.highlighted = recipe_list.get_option_index("demo-tp4")
         await wait_for(pilot, lambda: "hides the shipped demo-tp4" in " ".join(
             " ".join(shown(app, "summary")).split()), 5, "demo-tp4 and what it hides")
+
+
+async def test_a_recipe_holding_markup_and_escapes_shows_them_as_text(tmp_path: Path) -> None:
+    """A recipe's name and args with ``[/red]`` and an ESC: the pane and the plan dialog show
+    them written out (``\\x1b``, ``[/red]``), as ``sparktui plan`` does; no ESC reaches the
+    terminal (one did: the pane's title cleared the screen, the plan's command set colours)."""
+    folder = tmp_path / "recipes"
+    shutil.copytree(RECIPES / "demo-tp4", folder / "hostile")
+    path = folder / "hostile" / "recipe.toml"
+    text = path.read_text()
+    for old, new in (('name = "Demo engine TP4 (sparktui demo engine, not a real model)"',
+                      'name = "Hostile [/red] x \\u001b[2J demo"'),
+                     ('"--served-model-name", "demo-tp4",',
+                      '"--served-model-name", "m[/red]\\u001b[31mRED\\u001b]0;pwned\\u0007",')):
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    path.write_text(text)
+    options = ConsoleOptions([folder], CLUSTER4, live=False, recipe="hostile", remember=False,
+                             cursor_blink=False)
+    app = SparkApp(options)
+    async with app.run_test(size=SIZE) as pilot:
+        main = app.main_screen
+        await wait_for(pilot, main.ready.is_set, 15, "the console to open")
+        await wait_for(pilot, lambda: "sglang" in " ".join(shown(app, "summary")), 5,
+                       "the summary laid out")
+        summary = " ".join(" ".join(shown(app, "summary")).split())  # wrapped lines joined
+        assert summary.startswith("Hostile [/red] x \\x1b[2J demo sglang"), summary
+        await wait_for(pilot, lambda: len(shown(app, "source")) > 30, 5, "the source laid out")
+        assert not any("\x1b" in line for part in ("summary", "lint", "source")
+                       for line in shown(app, part))
+
+        await pilot.press("p")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "PlanScreen", 5, "the plan")
+        await pilot.pause(0.3)
+        lines = [strip.text for static in app.screen.query(Static)
+                 for strip in static.render_lines(Region(0, 0, *static.size))]
+        plan = "".join("".join(lines).split())
+        assert "m[/red]\\x1b[31mRED\\x1b]0;pwned\\x07" in plan, plan
+        assert not any("\x1b" in line or "\x07" in line for line in lines)

@@ -1,5 +1,7 @@
 """The plan, per rank: container, command, env (secrets masked), mounts and the ``docker run``.
-Every value is outside text: ``Text``, never markup (a cell holding ``[/]`` shows as it is)."""
+Every value is outside text: ``Text``, never markup (a cell holding ``[/]`` shows as it is), its
+control characters written out as ``\\x1b`` (``core.controls``), as ``sparktui plan`` does: an
+ESC in a recipe value would otherwise reach the terminal."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static, TabbedContent, TabPane
 
+from sparktui.core.controls import visible
 from sparktui.core.plan import Plan, RankPlan
 from sparktui.ui.colors import theme_colors
 from sparktui.ui.screens.dialog import Dialog
@@ -33,37 +36,41 @@ def _flag_lines(tokens: list[str]) -> list[str]:
     return lines
 
 
+def _text(value: str) -> Text:
+    return Text(visible(value))
+
+
 def rank_view(plan: Plan, rank: RankPlan, recipe_args: int, muted: str) -> RenderableType:
     c = rank.container
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style=muted, no_wrap=True)
     grid.add_column(overflow="fold")
-    grid.add_row("rank", Text(f"{rank.rank} of {plan.world} · node {rank.node} ({rank.host}) · "
+    grid.add_row("rank", _text(f"{rank.rank} of {plan.world} · node {rank.node} ({rank.host}) · "
                               f"port {rank.port}"))
-    grid.add_row("container", Text(c.name))
-    grid.add_row("image", Text(c.image))
-    grid.add_row("entrypoint", Text(" ".join(c.shown_entrypoint()) or "(image default)"))
+    grid.add_row("container", _text(c.name))
+    grid.add_row("image", _text(c.image))
+    grid.add_row("entrypoint", _text(" ".join(c.shown_entrypoint()) or "(image default)"))
     command = c.shown_command()
-    own = Text("\n".join(_flag_lines(command[:recipe_args])))
+    own = _text("\n".join(_flag_lines(command[:recipe_args])))
     appended = _flag_lines(command[recipe_args:])
     if appended:
         own.append(("\n" if own else "") + "appended by the launcher:\n", f"italic {muted}".strip())
-        own.append("\n".join(appended))
+        own.append(visible("\n".join(appended)))
     grid.add_row("command", own)
     env = c.shown_env()
-    grid.add_row("env", Text("\n".join(f"{k}={v}" for k, v in env.items()) or "-"))
-    grid.add_row("mounts", Text("\n".join(f"{m.source} → {m.target}{' (ro)' if m.read_only else ''}"
+    grid.add_row("env", _text("\n".join(f"{k}={v}" for k, v in env.items()) or "-"))
+    grid.add_row("mounts", _text("\n".join(f"{m.source} → {m.target}{' (ro)' if m.read_only else ''}"
                                           for m in c.mounts) or "-"))
-    grid.add_row("shm", Text(c.shm_size or "-"))
-    grid.add_row("network", Text(f"{c.network_mode} · ipc {c.ipc_mode} · gpus {c.gpus}"))
+    grid.add_row("shm", _text(c.shm_size or "-"))
+    grid.add_row("network", _text(f"{c.network_mode} · ipc {c.ipc_mode} · gpus {c.gpus}"))
     if c.devices:
-        grid.add_row("devices", Text(" ".join(c.devices)))
+        grid.add_row("devices", _text(" ".join(c.devices)))
     if c.cap_add:
-        grid.add_row("cap_add", Text(" ".join(c.cap_add)))
+        grid.add_row("cap_add", _text(" ".join(c.cap_add)))
     if c.ulimits:
-        grid.add_row("ulimits", Text(" ".join(f"{k}={v}" for k, v in c.ulimits.items())))
-    grid.add_row("labels", Text("\n".join(f"{k}={v}" for k, v in c.labels.items())))
-    run = Text(rank.docker_run(show_secrets=False), overflow="fold")
+        grid.add_row("ulimits", _text(" ".join(f"{k}={v}" for k, v in c.ulimits.items())))
+    grid.add_row("labels", _text("\n".join(f"{k}={v}" for k, v in c.labels.items())))
+    run = Text(visible(rank.docker_run(show_secrets=False)), overflow="fold")
     return Group(grid, Text(""), Text("docker run", f"bold {muted}".strip()), run)
 
 

@@ -1,5 +1,6 @@
 """The highlighted recipe: summary, lint results and its TOML source, highlighted, with secret
-values masked as the plan masks them."""
+values masked as the plan masks them and control characters written out as ``\\x1b``
+(``core.controls``: a recipe's ESC never reaches the terminal)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from sparktui.catalog import RecipeInfo
+from sparktui.core.controls import visible
 from sparktui.core.recipe import CheckSpec
 from sparktui.ui.colors import theme_colors
 
@@ -56,13 +58,13 @@ class RecipePane(VerticalScroll):
         spec = info.recipe.spec
         muted = theme_colors(self.app.theme_variables).get("text-muted", "")
         out = Text()
-        out.append(f"{info.recipe.title}\n", "bold")
+        out.append(f"{visible(info.recipe.title)}\n", "bold")
         out.append_text(hides)
         out.append(f"{spec.engine} · TP{spec.tensor_parallel_size} · {spec.required_nodes} nodes\n")
 
-        def row(key: str, value: str) -> None:
+        def row(key: str, value: str) -> None:  # values from the recipe: controls made visible
             out.append(f"{key:<8}", muted)
-            out.append(f"{value}\n")
+            out.append(f"{visible(value)}\n")
 
         row("image", spec.docker_image)
         row("model", spec.model)
@@ -98,7 +100,7 @@ class RecipePane(VerticalScroll):
             where = f"{p.line}:{p.column or 1} " if p.line is not None else ""
             key = f"{p.key}: " if p.key else ""
             out.append("✗ " if p.severity == "error" else "! ", style)
-            out.append(f"{where}{key}{p.message}\n")
+            out.append(visible(f"{where}{key}{p.message}") + "\n")
         return out
 
     def _source(self, info: RecipeInfo | None) -> RenderableType:
@@ -106,6 +108,6 @@ class RecipePane(VerticalScroll):
             return Text("")
         dark = self.app.current_theme.dark
         surface = theme_colors(self.app.theme_variables).get("surface")
-        syntax = Syntax(info.shown_text, "toml", theme="monokai" if dark else "default", line_numbers=True,
-                        word_wrap=True, background_color=surface)
+        syntax = Syntax(visible(info.shown_text), "toml", theme="monokai" if dark else "default",
+                        line_numbers=True, word_wrap=True, background_color=surface)
         return Group(Text(info.shown_path, "bold"), syntax)
