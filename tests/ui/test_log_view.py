@@ -81,3 +81,15 @@ async def test_reading_back_pauses_and_the_end_resumes() -> None:
         await pilot.press("end")
         await pilot.pause()
         assert view.follow and view.is_vertical_scroll_end
+
+
+async def test_control_characters_from_a_container_show_as_pictures() -> None:
+    """ESC, BEL, backspace and C1's CSI in a line: shown (one cell each), never sent raw."""
+    app = ViewApp()
+    async with app.run_test(size=(60, 6)) as pilot:
+        view = app.query_one(LogView)
+        view.set_lines([line_of(0, 1, "2026-01-01T00:00:00Z", "a\x1b[2Jb\x07c\x08d\x9b31me[/red]\tf")])
+        await pilot.pause()
+        shown = rows(view)[0]
+        assert shown == "r0 a␛[2Jb␇c␈d�31me[/red]   f", shown
+        assert not any(ch in shown for ch in "\x1b\x07\x08\x9b")

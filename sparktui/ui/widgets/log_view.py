@@ -36,8 +36,15 @@ TS_WIDTH = 13  # "12:01:02.123 "
 STRIP_CACHE = 256
 
 
+_CONTROLS = str.maketrans({**{c: 0x2400 + c for c in range(0x20)}, 0x7F: 0x2421,
+                           **{c: 0xFFFD for c in range(0x80, 0xA0)}})
+"""Control characters a container wrote, as their pictures (ESC as ␛, one cell each; C1, which
+some terminals obey like ESC [, as �): shown, never obeyed by the terminal."""
+
+
 def _clean(text: str) -> str:
-    return text.expandtabs().replace("\x1b", "␛")
+    text = text.expandtabs()
+    return text if text.isprintable() else text.translate(_CONTROLS)
 
 
 def _width(text: str) -> int:
