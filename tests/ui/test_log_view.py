@@ -93,3 +93,4 @@ async def test_control_characters_from_a_container_show_as_pictures() -> None:
         shown = rows(view)[0]
         assert shown == "r0 a␛[2Jb␇c␈d�31me[/red]   f", shown
         assert not any(ch in shown for ch in "\x1b\x07\x08\x9b")
+

@@ -30,6 +30,7 @@ from sparktui.backend.events import (
     StagingProgress,
 )
 from sparktui.catalog import RecipeInfo, default_slug, load_catalog
+from sparktui.core.controls import visible
 from sparktui.core.errors import sentence
 from sparktui.core.plan import build_plan
 from sparktui.ui.bridge import EventBridge
@@ -347,8 +348,8 @@ class MainScreen(LogKeys, Jobs):
 
     def _toast_failures(self) -> None:
         text = self.state.take_failures()
-        if text is not None:
-            self.notify(f"{text}  (e: events)", severity="error", timeout=8, markup=False)
+        if text is not None:  # ranks' details: a container's words
+            self.notify(f"{visible(text)}  (e: events)", severity="error", timeout=8, markup=False)
 
     def _checks_changed(self, event: ChecksChanged) -> None:
         self.state.checks = event.checks
@@ -412,7 +413,9 @@ class MainScreen(LogKeys, Jobs):
     # -- reporting ------------------------------------------------------------------------------
     def report(self, level: str, text: str, short: str | None = None, toast: bool = True) -> None:
         """A notice for the operator: a toast now (``short``, when given), and the full text in
-        the events view (e)."""
+        the events view (e). Its text may quote a node or a container (an engine's fatal line):
+        control characters written out (``core.controls``), never sent to the terminal."""
+        text, short = visible(text), (visible(short) if short is not None else None)
         self.state.note(level, text)
         if not toast:
             return

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from sparktui.core.controls import visible
 from sparktui.core.ranks import RankSnapshot
 from sparktui.ui.colors import theme_colors
 from sparktui.ui.formatting import state_style
@@ -33,5 +34,5 @@ class RankDetail(Static):
         if snap.exit_code is not None:
             text.append(f" · exit {snap.exit_code}")
         if snap.detail:
-            text.append(f" · {snap.detail}")
+            text.append(f" · {visible(snap.detail)}")  # may quote a container: shown, not obeyed
         self.update(text)
