@@ -17,6 +17,7 @@ from textual.widgets import DataTable, LoadingIndicator, Static
 from sparktui.backend.doctor import Finding
 from sparktui.backend.events import ImageSyncProgress
 from sparktui.backend.imagesync import SyncReport, progress_sentence
+from sparktui.core.controls import visible
 from sparktui.ui.colors import theme_colors
 from sparktui.ui.screens.dialog import Dialog
 
@@ -87,7 +88,11 @@ class DoctorScreen(Dialog[None]):
         self.sync_lines[p.node] = progress_sentence(p)
         if self.closed:
             return
-        self.query_one("#doctor-sync", Static).update(Text("\n".join(self.sync_lines.values())))
+        self._show_sync()
+
+    def _show_sync(self) -> None:
+        """The sync's lines (they quote the nodes' Docker engines: controls written out)."""
+        self.query_one("#doctor-sync", Static).update(Text(visible("\n".join(self.sync_lines.values()))))
 
     def sync_finished(self, report: SyncReport | None) -> None:
         """The sync ended (None: it failed as a whole; the main screen said why): doctor again."""
@@ -96,7 +101,7 @@ class DoctorScreen(Dialog[None]):
             return
         if report is None:
             self.sync_lines["sync"] = "the image sync failed (see the notification)"
-            self.query_one("#doctor-sync", Static).update(Text("\n".join(self.sync_lines.values())))
+            self.query_one("#doctor-sync", Static).update(Text(visible("\n".join(self.sync_lines.values()))))
         self.query_one(LoadingIndicator).display = True
         self.query_one(DataTable).display = False
         self.query_one("#doctor-status", Static).update("Checking every node again…")
@@ -113,7 +118,7 @@ class DoctorScreen(Dialog[None]):
             if self.closed:
                 return
             error = theme_colors(self.app.theme_variables).get("error", "red")
-            status.update(Text(f"doctor failed: {exc}", error))
+            status.update(Text(visible(f"doctor failed: {exc}"), error))
             self.query_one(LoadingIndicator).display = False
             return
         self.show_findings(findings)
@@ -134,7 +139,7 @@ class DoctorScreen(Dialog[None]):
         for f in findings:
             mark, color = MARKS.get(f.verdict, ("?", ""))
             table.add_row(Text(f.node), Text(f.check), Text(mark, f"bold {v.get(color, '')}".strip()),
-                          Text(f.sentence), height=None)
+                          Text(visible(f.sentence)), height=None)  # may quote a node
         counts = {k: sum(1 for f in findings if f.verdict == k) for k in MARKS}
         hint = " · s copies the image to the nodes that lack it" if self.sync is not None and \
             self.image_differs else ""

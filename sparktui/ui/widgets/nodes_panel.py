@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from sparktui.backend.events import NodeTelemetry
+from sparktui.core.controls import visible
 from sparktui.core.units import format_bytes
 
 HISTORY = 90  # samples: three minutes at the default 2 s
@@ -74,7 +75,7 @@ class NodesPanel(Static):
                        style={"ok": "green", "stale": "yellow"}.get(t.status, "bold red"))
             s = t.sample
             if s is None:
-                out.append(t.detail, style="red")
+                out.append(visible(t.detail), style="red")  # a node's words: shown, not obeyed
                 continue
             dim = "dim" if t.status != "ok" else ""
             codes = {code for code, _text in t.warnings}
@@ -87,7 +88,7 @@ class NodesPanel(Static):
                        style="red" if low else "green")
             gpu = ", ".join(f"{g.util_pct or 0:.0f}% {g.temp_c or 0:.0f}°C {g.power_w or 0:.0f}W"
                             for g in s.gpus) or (s.gpu_note or "-")
-            out.append(f"{gpu:<14} ", style=dim)
+            out.append(f"{visible(gpu):<14} ", style=dim)
             disk_low = any(code.startswith("low-disk:") for code in codes)
             out.append(" ".join(format_bytes(d.free) for d in s.disks[:1]) or "-",
                        style="bold red" if disk_low else dim)
