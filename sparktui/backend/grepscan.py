@@ -13,9 +13,7 @@ sentence)``.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -27,16 +25,18 @@ from sparktui.core.rungrep import RunScan
 
 PROGRESS_S = 0.05
 NICE = 5
-"""The scanner yields to the console's own process: on a machine with few cores the screen and
+"""Set by the command that starts it (``history.scanner_command``), before its imports. The
+scanner yields to the console's own process: on a machine with few cores the screen and
 the keys come first, the scan takes what is left (it counts the CPU, not the key's wait)."""
 
 
 def main() -> int:
     out = sys.stdout.buffer
-    with contextlib.suppress(OSError, AttributeError):
-        os.nice(NICE)
     try:
-        job = json.loads(sys.stdin.buffer.read())
+        raw = sys.stdin.buffer.read()
+        if not raw:  # started ahead, and the console went away before it had a job
+            return 0
+        job = json.loads(raw)
         paths = {int(rank): Path(path) for rank, path in job["paths"].items()}
         said = [time.monotonic()]
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.errors import SparkError
-from sparktui.core.rungrep import BLOCK_BYTES, Found, rank_found
+from sparktui.core.rungrep import BLOCK_BYTES, Found, file_size, rank_found
 
 PARALLEL_BYTES = 32 << 20
 """Below this a run is searched in this process: a fork and its pipe cost about a millisecond,
@@ -40,7 +40,7 @@ def cpus() -> int:
 
 def groups(paths: dict[int, Path], workers: int) -> list[dict[int, Path]]:
     """The ranks in ``workers`` groups of about the same number of bytes."""
-    sizes = {rank: _size(path) for rank, path in paths.items()}
+    sizes = {rank: file_size(path) for rank, path in paths.items()}
     out: list[dict[int, Path]] = [{} for _ in range(min(workers, len(paths)))]
     load = [0] * len(out)
     for rank in sorted(paths, key=lambda r: -sizes[r]):
@@ -50,13 +50,6 @@ def groups(paths: dict[int, Path], workers: int) -> list[dict[int, Path]]:
     return [dict(sorted(group.items())) for group in out if group]
 
 
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
 @contextlib.contextmanager
 def searching(paths: dict[int, Path], search: BlockSearch, *, size: int = BLOCK_BYTES,
               workers: int | None = None) -> Iterator[dict[int, Iterator[list[Found]]]]:
@@ -64,7 +57,7 @@ def searching(paths: dict[int, Path], search: BlockSearch, *, size: int = BLOCK_
     and this machine has the cores (``workers``: that many, whatever the size), else searched
     here. Workers are ended on the way out."""
     if workers is None:
-        big = sum(map(_size, paths.values())) >= PARALLEL_BYTES
+        big = sum(map(file_size, paths.values())) >= PARALLEL_BYTES
         alone = hasattr(os, "fork") and threading.active_count() == 1
         workers = cpus() if big and alone else 1
     if workers < 2 or len(paths) < 2:

@@ -24,10 +24,11 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparktui.backend.grepscan import NICE
 from sparktui.backend.grepwork import cpus, groups
 from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.linefilter import LineFilter
-from sparktui.core.rungrep import LogLine, RunScan, ScanResult
+from sparktui.core.rungrep import LogLine, RunScan, ScanResult, file_size
 from sparktui.core.runstore import Run
 
 PROGRESS_S = 0.1  # a count on screen ten times a second
@@ -53,22 +54,60 @@ Progress = AsyncGenerator[GrepProgress, None]
 
 
 def grep_run(run: Run, ranks: list[int], line_filter: LineFilter, *, cap: int,
-             interval: float = PROGRESS_S, processes: int | None = None) -> Progress:
-    """``processes``: scan in that many scanner processes (0: a thread), whatever the size."""
+             interval: float = PROGRESS_S, processes: int | None = None,
+             pool: ScannerPool | None = None) -> Progress:
+    """``processes``: scan in that many scanner processes (0: a thread), whatever the size;
+    ``pool``: scanners started ahead (``ScannerPool``), taken first and made again after."""
     paths = {rank: run.log(rank).path for rank in ranks}
     if processes is None:
-        big = sum(_size(path) for path in paths.values()) >= PROCESS_BYTES
-        processes = min(cpus(), len(paths)) if big else 0
+        processes = scanners_for(paths)
     if processes:
-        return _in_processes(paths, line_filter, cap, processes, interval)
+        return _in_processes(paths, line_filter, cap, processes, interval, pool)
     return _in_thread(paths, line_filter, cap, interval)
 
 
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
+def scanners_for(paths: dict[int, Path]) -> int:
+    """Scanner processes for a grep over these files: one per core at most, none (a thread)
+    for a small run."""
+    big = sum(file_size(path) for path in paths.values()) >= PROCESS_BYTES
+    return min(cpus(), len(paths)) if big else 0
+
+
+class ScannerPool:
+    """Scanner processes started before a grep needs them (the console warms it when the grep
+    input opens): a scanner's interpreter and imports took 34 ms of the whole count's 0.17 s
+    (docs/benchmarks.md). An idle scanner waits on its stdin for a job, niced; one whose
+    console goes away reads the end of its stdin and exits."""
+
+    def __init__(self) -> None:
+        self.size = 0  # how many to keep ready; 0: none (``cool``)
+        self._idle: list[subprocess.Popen[bytes]] = []
+
+    def warm(self, count: int) -> None:
+        """Keep ``count`` scanners ready from now on (started at once)."""
+        self.size = count
+        self.refill()
+
+    def refill(self) -> None:
+        self._idle = [proc for proc in self._idle if proc.poll() is None]
+        while len(self._idle) < self.size:
+            self._idle.append(start_scanner())
+
+    def take(self) -> subprocess.Popen[bytes] | None:
+        while self._idle:
+            proc = self._idle.pop(0)
+            if proc.poll() is None:
+                return proc
+        return None
+
+    def cool(self) -> None:
+        """End the idle scanners; keep none ready until warmed again."""
+        self.size = 0
+        idle, self._idle = self._idle, []
+        for proc in idle:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            proc.wait()
 
 
 async def _in_thread(paths: dict[int, Path], line_filter: LineFilter, cap: int,
@@ -94,15 +133,14 @@ class _Scanner:
     race ``subprocess``'s own reaping on Python 3.11 ("Unknown child process pid ...")."""
 
     def __init__(self, group: dict[int, Path], line_filter: LineFilter, cap: int,
-                 counted: Callable[[], None]) -> None:
+                 counted: Callable[[], None], proc: subprocess.Popen[bytes] | None = None) -> None:
         self.count = 0
         self.done_bytes = 0
         self.counted = False
         self.on_counted = counted  # called from the reader thread
         self.result: tuple[list[LogLine], int, dict[int, int]] | None = None
         self.error: str | None = None
-        self.proc = subprocess.Popen(scanner_command(), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.proc = proc or start_scanner()
         self.job = json.dumps({"pattern": line_filter.text, "cap": cap,
                                "paths": {str(r): str(p) for r, p in group.items()}}).encode()
 
@@ -142,16 +180,24 @@ class _Scanner:
 
 def scanner_command() -> list[str]:
     """``python -I``: nothing from the environment or the working folder is imported; this
-    sparktui's own folder is put first, so the scanner runs the console's code."""
+    sparktui's own folder is put first, so the scanner runs the console's code. Niced before
+    its imports: a scanner started ahead never takes a core from the screen."""
     root = str(Path(__file__).resolve().parents[2])  # the folder that holds sparktui/
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
-            "from sparktui.backend.grepscan import main; sys.exit(main())")
+    code = (f"import os, sys\ntry: os.nice({NICE})\nexcept OSError: pass\n"
+            "sys.path.insert(0, sys.argv[1])\n"
+            "from sparktui.backend.grepscan import main\nsys.exit(main())")
     return [sys.executable, "-I", "-c", code, root]
 
 
+def start_scanner() -> subprocess.Popen[bytes]:
+    """A scanner process, waiting for its job on stdin."""
+    return subprocess.Popen(scanner_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+
+
 async def _in_processes(paths: dict[int, Path], line_filter: LineFilter, cap: int, processes: int,
-                        interval: float) -> AsyncGenerator[GrepProgress, None]:
-    total = sum(_size(path) for path in paths.values()) or 1
+                        interval: float, pool: ScannerPool | None) -> AsyncGenerator[GrepProgress, None]:
+    total = sum(file_size(path) for path in paths.values()) or 1
     scanners: list[_Scanner] = []
     listening: list[asyncio.Future[None]] = []
     loop = asyncio.get_running_loop()
@@ -162,15 +208,18 @@ async def _in_processes(paths: dict[int, Path], line_filter: LineFilter, cap: in
 
     try:
         for group in groups(paths, processes):
-            scanners.append(_Scanner(group, line_filter, cap, counted))
+            scanners.append(_Scanner(group, line_filter, cap, counted,
+                                     pool.take() if pool is not None else None))
             listening.append(asyncio.ensure_future(asyncio.to_thread(scanners[-1].listen)))
         readers: set[asyncio.Future[None]] = set(listening)
         said_counted = False
         while readers:
             waker = asyncio.ensure_future(woken.wait())
-            done, _ = await asyncio.wait(readers | {waker}, timeout=interval,
-                                         return_when=asyncio.FIRST_COMPLETED)
-            waker.cancel()
+            try:
+                done, _ = await asyncio.wait(readers | {waker}, timeout=interval,
+                                             return_when=asyncio.FIRST_COMPLETED)
+            finally:  # a new pattern may end this scan here: no waker left pending
+                waker.cancel()
             woken.clear()
             for task in done - {waker}:
                 task.result()
@@ -189,6 +238,8 @@ async def _in_processes(paths: dict[int, Path], line_filter: LineFilter, cap: in
         lines = list(heapq.merge(*(lines for lines, _kept, _scanned in results)))
         scanned = {rank: no for _lines, _kept, per_rank in results for rank, no in per_rank.items()}
         kept = sum(kept for _lines, kept, _scanned in results)
+        if pool is not None:  # ready for the next pattern (not while this scan ran: two cores)
+            pool.refill()
         yield GrepProgress(kept, 1.0, ScanResult(lines[-cap:] if cap > 0 else [], kept, scanned),
                            counted=True)
     finally:

@@ -23,7 +23,7 @@ from sparktui.backend.doctor import Finding, doctor
 from sparktui.backend.events import Event, NodeChanged, NodeTelemetry, RunStarted
 from sparktui.backend.follower import LogFollower
 from sparktui.backend.health import PROBE_HOST, HealthProber
-from sparktui.backend.history import GrepProgress, grep_run
+from sparktui.backend.history import GrepProgress, ScannerPool, grep_run, scanners_for
 from sparktui.backend.imagesync import (
     ImageCheck,
     ImageMismatch,
@@ -100,6 +100,7 @@ class Orchestrator:
         self._sampler: Sampler | None = None
         self.owner = cluster.owner or default_owner()
         self.adoptions = Adoptions(state_root)
+        self.scanners = ScannerPool()  # the console's grep over a run's files, started ahead
         self._adopted: set[str] = set()  # container ids this owner took over (adopted.json)
         self.held: list[Held] = []
         """Other owners' containers of this recipe, as the last attach found them: shown, never
@@ -456,7 +457,18 @@ class Orchestrator:
         target = run or self.run
         if target is None:
             raise RuntimeError("no run to grep")
-        return grep_run(target, ranks, line_filter, cap=cap)
+        return grep_run(target, ranks, line_filter, cap=cap, pool=self.scanners)
+
+    def warm_grep(self, ranks: list[int], run: Run | None = None) -> None:
+        """A grep is coming (the console's grep input opened): start the scanner processes a
+        grep over ``run``'s files would use, so the first pattern does not wait for them."""
+        target = run or self.run
+        if target is not None:
+            self.scanners.warm(scanners_for({rank: target.log(rank).path for rank in ranks}))
+
+    def cool_grep(self) -> None:
+        """No grep coming (the input closed): end the scanners started ahead."""
+        self.scanners.cool()
 
     async def catch_up(self) -> None:
         """Copy into the run's files what containers wrote while no sparktui was watching."""
@@ -555,6 +567,7 @@ class Orchestrator:
         """Stop following; containers keep running."""
         self._closed = True
         self.follower.closed = self.health.closed = self.boot.closed = True
+        self.scanners.cool()
         if self._sampler is not None:
             await self._sampler.stop()
         await self.follower.close()

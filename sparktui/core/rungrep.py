@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
-from sparktui.core.blockgrep import BlockSearch, Kept
+from sparktui.core.blockgrep import BlockSearch
 
 BLOCK_BYTES: Final = 256 << 10
 """Bytes read and searched at once: a block stays in the CPU's cache between the read, the
@@ -54,11 +54,12 @@ Block = tuple[int, bytes, int, int]
 """``(file offset of data[0], data, lo, hi)``: ``data[lo:hi]`` holds whole lines."""
 
 
-def blocks(path: Path, *, size: int = BLOCK_BYTES) -> Iterator[Block]:
+def blocks(path: Path, *, size: int = BLOCK_BYTES, limit: int | None = None) -> Iterator[Block]:
     """A rank's file ``size`` bytes at a time, never copied again: a read's last, cut line is
     completed by the next read and comes alone, in a block of its own. Every line but perhaps
     the file's last ends with ``\\n``; ``\\r\\n`` and a lone ``\\r`` become ``\\n``, as
-    ``RankLog.read`` (text mode) reads them, and a block never ends between the two."""
+    ``RankLog.read`` (text mode) reads them, and a block never ends between the two. ``limit``:
+    read no further than that many bytes (a file that grows: the same prefix, the same blocks)."""
     try:
         f = path.open("rb", buffering=0)
     except FileNotFoundError:
@@ -67,7 +68,7 @@ def blocks(path: Path, *, size: int = BLOCK_BYTES) -> Iterator[Block]:
         offset = 0  # of the next byte read
         rest = b""  # the start of a line cut by the last read
         while True:
-            chunk = f.read(size)
+            chunk = f.read(size if limit is None else min(size, limit - offset))
             if not chunk:
                 break
             first = chunk.find(b"\n") + 1
@@ -205,6 +206,19 @@ collection walked them all and stopped the console for 200-300 ms under a log fl
 (docs/benchmarks.md, UI flood)."""
 
 
+_Kept = tuple[int, int, Any, int]
+"""A kept line between the passes: ``(block index, start in its buffer, the line, where its tab
+is from the start)``; the line is bytes or, from a decoded block, text."""
+
+
+def file_size(path: Path) -> int:
+    """0 for a file that is not there (yet)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 class ScanResult(NamedTuple):
     lines: list[LogLine]  # the newest ``cap`` kept lines, in capture order
     total: int  # every kept line
@@ -241,59 +255,78 @@ class RunScan:
         return self._stop.is_set()
 
     def run(self) -> ScanResult:
-        per_rank: list[list[LogLine]] = []
-        scanned: dict[int, int] = {}
-        self.total_bytes = sum(path.stat().st_size for path in self.paths.values() if path.exists())
-        found: list[tuple[int, deque[tuple[int, Any, Any]]]] = []
+        """Two passes: the search, which makes the whole count (``counted``, said at once),
+        then the numbers of the newest ``cap`` kept lines, made from a second read of the same
+        bytes (from the page cache: counting a run's newlines takes a third of the search's
+        time, and the count need not wait for it)."""
+        sizes = {rank: file_size(path) for rank, path in self.paths.items()}
+        self.total_bytes = sum(sizes.values())
+        found: list[tuple[int, deque[_Kept]]] = []
         for rank, path in sorted(self.paths.items()):
-            kept: deque[tuple[int, Any, Any]] = deque(maxlen=max(self.cap, 0))
-            scanned[rank] = self._rank(path, kept)
+            kept: deque[_Kept] = deque(maxlen=max(self.cap, 0))
+            self._search(path, sizes[rank], kept)
             found.append((rank, kept))
         if not self.cancelled:  # the count is known before the newest lines are made
             self.counted = True
             if self.on_block is not None:
                 self.on_block(self)
+        per_rank: list[list[LogLine]] = []
+        scanned: dict[int, int] = {}
         for rank, kept in found:
-            per_rank.append([_line(rank, no, line, tab) for no, line, tab in kept])
+            lines, scanned[rank] = self._number(rank, self.paths[rank], sizes[rank], kept)
+            per_rank.append(lines)
         lines = list(heapq.merge(*per_rank))
         return ScanResult(lines[-self.cap:] if self.cap > 0 else [], self.count, scanned)
 
-    def _rank(self, path: Path, kept: deque[tuple[int, Any, Any]]) -> int:
-        """The rank's kept lines into ``kept`` as ``(no, line, where its tab is)`` (made into
-        ``LogLine``s at the end: only the newest ``cap`` ever are); returns the number of the
-        last line read."""
-        no = 0  # lines before the block
+    def _search(self, path: Path, limit: int, kept: deque[_Kept]) -> None:
+        """The first pass over a rank's file: its kept lines counted, the newest into
+        ``kept`` with the block they are in and where."""
         dense = False
-        for _offset, data, lo, hi in blocks(path, size=self.size):
+        room = kept.maxlen or 0
+        for index, (_offset, data, lo, hi) in enumerate(blocks(path, size=self.size, limit=limit)):
             if self.cancelled:
                 break
             block = self.search.kept(data, lo, hi, dense=dense)
             dense = block.dense(dense)
-            no = _numbered(block, no, kept)
-            self.count += len(block.spans)
+            spans = block.spans
+            if spans and room:
+                buf = block.buf
+                for start, t, end in spans[-room:]:
+                    kept.append((index, start, buf[start:end], t - start))
+            self.count += len(spans)
             self.done_bytes += block.hi - block.lo
             if self.on_block is not None:
                 self.on_block(self)
-        return no
 
-
-def _numbered(block: Kept, no: int, kept: deque[tuple[int, Any, Any]]) -> int:
-    """The block's kept lines into ``kept`` with their numbers (its first line is ``no + 1``);
-    returns the number of its last line. Newlines are counted once, between the kept lines."""
-    buf, lo, hi, spans, _ = block
-    nl: Any = b"\n" if isinstance(buf, bytes) else "\n"
-    count = buf.count
-    if kept.maxlen is not None and len(spans) > kept.maxlen:  # the others would be dropped
-        before = no + count(nl, lo, spans[len(spans) - kept.maxlen][0]) if kept.maxlen else no
-        at = spans[len(spans) - kept.maxlen][0] if kept.maxlen else lo
-        spans = spans[len(spans) - kept.maxlen:]
-    else:
-        at, before = lo, no
-    for start, t, end in spans:
-        before += count(nl, at, start)
-        at = start
-        kept.append((before + 1, buf[start:end], t - start))  # split when kept to the end
-    return before + count(nl, at, hi) + (0 if buf[hi - 1:hi] == nl else 1)
+    def _number(self, rank: int, path: Path, limit: int,
+                kept: deque[_Kept]) -> tuple[list[LogLine], int]:
+        """The second pass: the same blocks again, their newlines counted, the kept lines
+        numbered (a block that held some is searched as the first pass searched it: as bytes
+        or decoded). Returns the lines and the number of the last line read."""
+        lines: list[LogLine] = []
+        todo = iter(kept)
+        nxt = next(todo, None)
+        no = 0  # lines before the block
+        for index, (_offset, data, lo, hi) in enumerate(blocks(path, size=self.size, limit=limit)):
+            if self.cancelled:
+                break
+            if nxt is None or nxt[0] != index:
+                no += data.count(b"\n", lo, hi) + (0 if data[hi - 1:hi] == b"\n" else 1)
+                continue
+            buf: Any = data
+            if not isinstance(nxt[2], bytes):  # searched decoded: its places are characters
+                buf = data[lo:hi].decode("utf-8", "replace")
+                lo, hi = 0, len(buf)
+            nl: Any = b"\n" if isinstance(buf, bytes) else "\n"
+            at = lo
+            while nxt is not None and nxt[0] == index:
+                _index, start, line, tab = nxt
+                no += buf.count(nl, at, start)
+                at = start
+                lines.append(_line(rank, no + 1, line, tab))
+                nxt = next(todo, None)
+            no += buf.count(nl, at, hi) + (0 if buf[hi - 1:hi] == nl else 1)
+        return lines, no
 
 
 def _line(rank: int, no: int, line: bytes | str, tab: int) -> LogLine:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from pathlib import Path
 
 import pytest
 
 from sparktui.backend import history
-from sparktui.backend.history import GrepProgress, grep_run
+from sparktui.backend.history import GrepProgress, ScannerPool, grep_run
 from sparktui.core.linefilter import LineFilter
 from sparktui.core.rungrep import RunScan
 from sparktui.core.runstore import RunStore
@@ -103,3 +104,51 @@ async def test_the_whole_count_comes_before_the_lines(tmp_path: Path) -> None:
             assert len(early) == 1 and seen[-2] is early[0]
         before = seen[:seen.index(early[0])] if early else seen[:-1]
         assert not any(p.counted for p in before)
+
+
+def nice_of(proc: Path) -> int:
+    return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
+async def test_scanners_started_ahead_are_used_then_made_again(tmp_path: Path) -> None:
+    """The console warms the pool when its grep input opens: the scan takes those processes
+    (already started and niced, waiting for a job) and, once it is done, starts as many again
+    for the next pattern; cooling ends them."""
+    run, hits = big_run(tmp_path, 50_000)
+    pool = ScannerPool()
+    pool.warm(2)
+    try:
+        ahead = {p.name for p in scanner_children()}
+        assert len(ahead) == 2
+        deadline = time.monotonic() + 30  # each renices itself first thing
+        while any(nice_of(Path("/proc", pid)) != os.nice(0) + 5 for pid in ahead):
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        f = LineFilter.parse("hit")
+        progress = grep_run(run, [0, 1], f, cap=1000, processes=2, interval=0.01, pool=pool)
+        first = await anext(progress)
+        assert {p.name for p in scanner_children()} == ahead  # the scan's, none started cold
+        seen = [first] + [p async for p in progress]
+        alone = [p async for p in grep_run(run, [0, 1], f, cap=1000, processes=0)][-1].result
+        assert seen[-1].result == alone and seen[-1].count == hits
+        again = {p.name for p in scanner_children()}
+        assert len(again) == 2 and not again & ahead
+    finally:
+        pool.cool()
+    assert scanner_children() == []
+
+
+async def test_a_scanner_started_ahead_ends_when_its_console_goes(tmp_path: Path) -> None:
+    """An idle scanner waits on its stdin: when the console goes away (here its end of the
+    pipe closes) the scanner reads the end and exits, leaving nothing behind."""
+    pool = ScannerPool()
+    pool.warm(1)
+    proc = pool.take()
+    assert proc is not None and proc.stdin is not None and proc.stdout is not None
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0 and proc.stdout.read() == b""
+    assert pool.take() is None
+    deadline = time.monotonic() + 10
+    while scanner_children() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert scanner_children() == []

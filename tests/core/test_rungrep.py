@@ -208,3 +208,22 @@ def test_a_scan_keeps_the_newest_kept_lines_with_their_numbers(
     got = RunScan({0: path}, BlockSearch.of(line_filter), cap=cap, size=size).run()
     assert [(no, ts, text) for ts, _rank, no, text in got.lines] == (want[-cap:] if cap else [])
     assert got.total == len(want) and got.scanned == {0: sum(1 for _ in RankLog(path).read())}
+
+
+def test_a_file_that_grows_during_a_scan_is_read_as_it_was_when_the_scan_began(tmp_path: Path) -> None:
+    """The count comes from a first pass and the numbers from a second read of the same bytes:
+    lines written in between (a live run, here a cut line completed) are not half counted; the
+    console takes them from its window (``scanned`` says where the scan stopped)."""
+    head = b"".join(b"2026-01-01T00:00:%02dZ\tx %d\n" % (i % 60, i) for i in range(300))
+    path = write(tmp_path, head + b"2026-01-01T00:01:00Z\tx cut")
+    line_filter = LineFilter.parse("x")
+    want = reference(path, line_filter)
+
+    def grow(scan: RunScan) -> None:
+        if scan.counted:
+            with path.open("ab") as f:
+                f.write(b" short\n" + b"2026-01-01T00:01:01Z\tx later\n" * 50)
+
+    got = RunScan({0: path}, BlockSearch.of(line_filter), cap=20, size=256, on_block=grow).run()
+    assert [(no, ts, text) for ts, _rank, no, text in got.lines] == want[-20:]
+    assert got.total == len(want) == 301 and got.scanned == {0: 301}

@@ -90,3 +90,33 @@ async def test_a_match_only_in_the_history_is_found_and_counted(long_run: Path) 
 def written(run_dir: Path) -> int:
     """Lines the demo ranks wrote so far (it goes on writing: health probes' access lines)."""
     return sum(1 for rank in range(4) for _ in RankLog(run_dir / f"r{rank}.log").read()) - 4 * HISTORY
+
+
+async def test_opening_the_grep_starts_its_scanners_and_closing_it_ends_them(
+        long_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``/`` starts the scanner processes a grep over this run will use (here every run counts
+    as big enough for processes), so the pattern typed meanwhile does not wait for them to
+    start; the scan takes them, and escape ends the ones started for the next pattern."""
+    from sparktui.backend import history
+    from tests.backend.test_grep_history import scanner_children
+
+    monkeypatch.setattr(history, "PROCESS_BYTES", 0)
+    app = SparkApp(ConsoleOptions([RECIPES], None, state_root=state_dir(), recipe=DEMO, window=WINDOW))
+    async with app.run_test(size=(120, 30)) as pilot:
+        main = app.main_screen
+        await wait_for(pilot, main.ready.is_set, 20, "the demo recipe to open")
+        logs = main.logs
+        await wait_for(pilot, lambda: logs.run is not None, 20, "the run")
+        assert scanner_children() == []
+        await pilot.press("slash")
+        ahead = {p.name for p in scanner_children()}
+        assert len(ahead) == min(len(os.sched_getaffinity(0)), 4) >= 1
+        await pilot.press(*"needle only", "enter")
+        await wait_for(pilot, lambda: logs.line_filter.text == "needle only" and not logs.scanning,
+                       20, "the grep over the run's files")
+        assert logs.matches == 1
+        ready = {p.name for p in scanner_children()}  # made again for the next pattern
+        assert len(ready) == len(ahead) and not ready & ahead
+        await pilot.press("slash", "escape")
+        await wait_for(pilot, lambda: scanner_children() == [], 10, "the scanners to end")
+        await pilot.press("q")

@@ -59,6 +59,15 @@ class History(Protocol):
                  run: Run | None = None) -> AsyncGenerator[GrepProgress, None]: ...
 
 
+class Scanners(Protocol):
+    """``Orchestrator.warm_grep`` and ``cool_grep``: scanner processes started while the
+    operator types the pattern, ended when the grep input closes."""
+
+    def warm_grep(self, ranks: list[int], run: Run | None = None) -> None: ...
+
+    def cool_grep(self) -> None: ...
+
+
 def _by_rank(lines: list[LogLine]) -> dict[int, list[LogLine]]:
     """Each rank's lines, in the order given."""
     out: dict[int, list[LogLine]] = {}
@@ -84,6 +93,7 @@ class LogPanel(Vertical):
         self.store = store
         self.run: Run | None = None
         self.history: History | None = None  # the session's Orchestrator.grep_history
+        self.scanners: Scanners | None = None  # the session's Orchestrator
         self.shown: int | None = None
         self.grid = False  # a pane per rank instead of one view
         self.line_filter: LineFilter = NO_FILTER
@@ -343,10 +353,17 @@ class LogPanel(Vertical):
     def open_grep(self) -> None:
         self.add_class("-grep")
         self.grep_input.focus()
+        if self.scanners is not None and self.run is not None:
+            self.scanners.warm_grep(self.ranks(), self.run)
+
+    def close_grep(self) -> None:
+        self.remove_class("-grep")
+        if self.scanners is not None:
+            self.scanners.cool_grep()
 
     def clear_grep(self) -> None:
         self.grep_input.value = ""
-        self.remove_class("-grep")
+        self.close_grep()
         self._apply_filter(NO_FILTER)
         self.focus_view()
 
@@ -374,7 +391,7 @@ class LogPanel(Vertical):
         event.stop()
         self._apply_pending()
         if not self.line_filter.text:
-            self.remove_class("-grep")
+            self.close_grep()
         self.focus_view()
 
     @on(GrepInput.Cleared)
@@ -443,7 +460,7 @@ class LogPanel(Vertical):
             return self.run is not None
         if self.line_filter.active:
             self.grep_input.value = ""
-            self.remove_class("-grep")
+            self.close_grep()
             self.line_filter = self.pending_filter = NO_FILTER
         if self.hide_probes and is_probe_line(line[TEXT]):
             self.hide_probes = False  # the line asked for is a probe's: show them (h hides again)
