@@ -8,11 +8,14 @@ with it pydantic, Rich, the backend, the docker SDK, asyncssh) is imported when 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from sparktui import __version__
 from sparktui.cli import exits
@@ -272,7 +275,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser(verb_of(words)).parse_args(words)
     func: Handler = getattr(args, "func", _console)
     try:
-        return func(args)
+        code = func(args)
+        if argv is None and getattr(args, "leave_at_once", False):
+            _leave(code)
+        return code
     except SparkError as exc:  # ConfigError too
         return _report(exc)
     except KeyboardInterrupt:
@@ -280,6 +286,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # sparktui ... | head
         sys.stderr.close()
         return 0
+
+
+def _leave(code: int) -> NoReturn:
+    """End the process now, its output flushed: a command that holds nothing to close (no
+    connection, thread, temporary file or worker) sets ``leave_at_once``, and the
+    interpreter's teardown (freeing every module and object one by one: 9 ms after a grep
+    over a long run) is skipped. Only as the program (``main()`` without ``argv``)."""
+    with contextlib.suppress(BrokenPipeError):  # sparktui logs ... | head
+        sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

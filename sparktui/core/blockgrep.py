@@ -180,6 +180,30 @@ class _Way:
     exact: bool  # a hit in a line's text is a match (the finder is the filter's regex)
     lower: bool  # search the block lowercased (the finder is a lowercase literal)
     check: Callable[[Any], bool]  # the filter's regex on one line's text: matched or not
+    liner: re.Pattern[Any] | None = None  # the finder, then the rest of its line (``_liner``)
+
+
+def _way(finder: re.Pattern[Any] | None, exact: bool, lower: bool,
+         check: Callable[[Any], bool]) -> _Way:
+    return _Way(finder, exact, lower, check, _liner(finder))
+
+
+def _liner(finder: re.Pattern[Any] | None) -> re.Pattern[Any] | None:
+    """``finder`` followed by the rest of the line it hits: a match then ends where its line
+    does (one match a line, and no search for the line's end in Python). None when the finder
+    can match a newline itself (a literal holding one) or the wrapped pattern does not compile
+    (flags written inside it, which must come first)."""
+    if finder is None:
+        return None
+    pattern = finder.pattern
+    newline: Any = b"\n" if isinstance(pattern, bytes) else "\n"
+    if newline in pattern:
+        return None
+    rest: Any = (b"(?:%s)[^\n]*" % pattern) if isinstance(pattern, bytes) else f"(?:{pattern})[^\n]*"
+    try:
+        return re.compile(rest, finder.flags & ~re.UNICODE if isinstance(pattern, bytes) else finder.flags)
+    except (re.error, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -201,7 +225,7 @@ class BlockSearch:
         try:
             parsed = _sre_parse.parse(regex.pattern, regex.flags)
         except Exception:  # the parser of another Python: check every line
-            return cls(line_filter, "lines", _Way(None, False, False, check))
+            return cls(line_filter, "lines", _way(None, False, False, check))
         flags = int(parsed.state.flags)
         facts = _Facts()
         _walk(parsed.data, bool(flags & re.DOTALL), facts)
@@ -214,11 +238,11 @@ class BlockSearch:
             mode = "literal" if literals else "lines"
         case = flags & (re.IGNORECASE | re.ASCII)
         if mode == "full":
-            text = _Way(regex, True, False, check)
+            text = _way(regex, True, False, check)
         elif mode == "literal" and literals:
-            text = _Way(re.compile("|".join(map(re.escape, literals)), case), False, False, check)
+            text = _way(re.compile("|".join(map(re.escape, literals)), case), False, False, check)
         else:
-            text = _Way(None, False, False, check)
+            text = _way(None, False, False, check)
         if not facts.ascii or facts.unknown or (facts.unicode_space and not flags & re.ASCII):
             return cls(line_filter, mode, text)
         try:
@@ -231,13 +255,13 @@ class BlockSearch:
             ch.isalpha() for lit in literals for ch in lit)
         if folds and literals and not (mode == "full" and _starts_uncased(list(parsed.data))):
             lowered = re.compile("|".join(re.escape(lit.lower()) for lit in literals).encode("ascii"))
-            ascii_way = _Way(lowered, False, True, check_b)
+            ascii_way = _way(lowered, False, True, check_b)
         elif mode == "full":
-            ascii_way = _Way(regex_b, True, False, check_b)
+            ascii_way = _way(regex_b, True, False, check_b)
         elif text.finder is not None:
-            ascii_way = _Way(re.compile(text.finder.pattern.encode("ascii"), case), False, False, check_b)
+            ascii_way = _way(re.compile(text.finder.pattern.encode("ascii"), case), False, False, check_b)
         else:
-            ascii_way = _Way(None, False, False, check_b)
+            ascii_way = _way(None, False, False, check_b)
         return cls(line_filter, mode, text, ascii_way)
 
     # -- one block ------------------------------------------------------------------------------
@@ -303,35 +327,40 @@ def _text(buf: AnyStr, span: Span) -> AnyStr:
 def _search(buf: AnyStr, hay: AnyStr, lo: int, hi: int, way: _Way) -> list[Span]:
     """Hits of ``way.finder`` in ``hay`` (``buf`` or ``buf`` lowercased: the same positions),
     each expanded to its line in ``buf`` and kept when it is a match of the line's text
-    (``exact``) or ``way.check`` says so."""
+    (``exact``) or ``way.check`` says so. With a ``liner`` a hit's match runs to its line's
+    end: a line's later hits are never found, and its end needs no search."""
     nl: Any = b"\n" if isinstance(buf, bytes) else "\n"
     tab: Any = b"\t" if isinstance(buf, bytes) else "\t"
     finder = way.finder
     assert finder is not None
     search, find, rfind, check, exact = finder.search, buf.find, buf.rfind, way.check, way.exact
+    ends = way.liner is not None
     past = hi if buf[hi - 1:hi] == nl else hi + 1  # a hit here is after the last line
     out: list[Span] = []
-    pos = lo
-    while pos < hi:
-        m = search(hay, pos, hi)
-        if m is None:
-            break
+    append = out.append
+    pos = lo  # where the next line starts: a hit before it is in a line already seen
+    for m in (way.liner or finder).finditer(hay, lo, hi):
         hit = m.start()
+        if hit < pos:
+            continue
         if hit >= past:
             break
         start = rfind(nl, lo, hit) + 1 or lo
-        end = find(nl, hit, hi)
-        if end < 0:
-            end = hi
+        if ends:
+            end = m.end()
+        else:
+            end = find(nl, hit, hi)
+            if end < 0:
+                end = hi
         t = find(tab, start, end)
         if exact and 0 <= t < end - 1:
             # in the text: a match; in the time stamp: search the text alone (the line's end
             # as the string's end; before its start a tab, which nothing here can see). An
             # empty text goes to the check: \B never matches in an empty string
             if t < hit or search(buf, t + 1, end) is not None:
-                out.append((start, t, end))
+                append((start, t, end))
         elif check(buf[t + 1:end] if t >= 0 else buf[end:end]):
-            out.append((start, t, end))
+            append((start, t, end))
         pos = end + 1
     return out
 

@@ -93,6 +93,24 @@ def test_an_ended_run_is_read_from_its_files_without_reaching_a_node(cli: Cli, t
     assert first.startswith("r1 00:00:00.037 INFO:"), first  # the normalised time, to the ms
 
 
+def test_called_in_a_process_that_goes_on_it_returns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capfd: pytest.CaptureFixture[str]) -> None:
+    """As the program, a grep of an ended run ends its process at once (no teardown); called
+    with its words (tests, an embedding tool) it returns like any verb, with the cycle
+    collector it turned off for the search on again."""
+    import gc
+
+    from sparktui.cli import main
+
+    run = make_run(tmp_path / "state", ended=True, start=datetime(2026, 1, 1, tzinfo=timezone.utc))
+    for key, value in local_env(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    assert gc.isenabled()
+    assert main(["logs", SLUG, "--grep", "POST"]) == 0
+    assert gc.isenabled()
+    assert capfd.readouterr().out.splitlines() == expected(run, "POST")
+
+
 def test_a_run_that_may_still_write_asks_its_containers_first(cli: Cli, tmp_path: Path) -> None:
     make_run(tmp_path / "state", ended=False, start=datetime(2026, 1, 1, tzinfo=timezone.utc))
     res = cli("logs", SLUG, "--cluster", str(tmp_path / "far.toml"), "--grep", "POST")
