@@ -13,8 +13,9 @@ from pathlib import Path
 
 from sparktui.config import resolve_cluster, shipped
 from sparktui.core.cluster import Cluster
-from sparktui.core.errors import ConfigError, Problem
+from sparktui.core.errors import ConfigError
 from sparktui.core.lints import errors, lint
+from sparktui.core.problems import Problem
 from sparktui.core.recipe import Recipe, load_recipe
 from sparktui.core.recipefiles import list_recipes
 from sparktui.core.secrets import mask_source

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import asyncssh
 
 from sparktui.core.cluster import Cluster, Node
-from sparktui.core.errors import Problem
+from sparktui.core.problems import Problem
 
 
 def expand(path: str | None) -> str | None:

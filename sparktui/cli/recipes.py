@@ -14,9 +14,10 @@ from sparktui import __version__
 from sparktui.cli import render
 from sparktui.config import recipes_dirs, resolve_cluster, state_dir
 from sparktui.core.cluster import Cluster
-from sparktui.core.errors import ConfigError, Problem, SetupError
+from sparktui.core.errors import ConfigError, SetupError
 from sparktui.core.lints import errors, lint
 from sparktui.core.plan import Plan, build_plan
+from sparktui.core.problems import Problem
 from sparktui.core.recipe import Recipe, find_recipe, json_schema, load_recipe
 from sparktui.core.secrets import plan_key
 

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sparktui.core.controls import visible
-from sparktui.core.errors import Problem
+from sparktui.core.problems import Problem
 from sparktui.core.units import format_bytes, format_duration
 
 if TYPE_CHECKING:  # imported only by the verbs that need them (see sparktui.cli)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, AnyStr, Final, Literal, NamedTuple
 
 from sparktui.core.linefilter import LineFilter
@@ -67,15 +66,15 @@ _REPEATS = {_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT",
 _ATOMIC = getattr(_sre, "ATOMIC_GROUP", None)
 
 
-@dataclass
 class _Facts:
     """What a walk over the parsed pattern found."""
 
-    anchored: bool = False  # an anchor or a lookaround: the block around a line would count
-    newline: bool = False  # some part can match "\n": a match could span lines
-    ascii: bool = True  # every character it names is ASCII
-    unicode_space: bool = False  # \s or \S, whose Unicode meaning holds \x1c-\x1f
-    unknown: bool = False  # a construct this walk does not know: trust nothing
+    def __init__(self) -> None:
+        self.anchored = False  # an anchor or a lookaround: the block around a line would count
+        self.newline = False  # some part can match "\n": a match could span lines
+        self.ascii = True  # every character it names is ASCII
+        self.unicode_space = False  # \s or \S, whose Unicode meaning holds \x1c-\x1f
+        self.unknown = False  # a construct this walk does not know: trust nothing
 
 
 def _walk(data: Iterable[tuple[Any, Any]], dotall: bool, facts: _Facts) -> None:
@@ -172,8 +171,7 @@ def _starts_uncased(data: list[tuple[Any, Any]]) -> bool:
     return bool(data) and data[0][0] is _sre.LITERAL and chr(data[0][1]).lower() == chr(data[0][1]).upper()
 
 
-@dataclass(frozen=True)
-class _Way:
+class _Way(NamedTuple):
     """How to search one kind of block (bytes or text)."""
 
     finder: re.Pattern[Any] | None  # None: every line goes to the check
@@ -206,8 +204,7 @@ def _liner(finder: re.Pattern[Any] | None) -> re.Pattern[Any] | None:
         return None
 
 
-@dataclass(frozen=True)
-class BlockSearch:
+class BlockSearch(NamedTuple):
     """Where in a block of lines to look for the lines ``line_filter`` keeps (see the module)."""
 
     line_filter: LineFilter

@@ -14,9 +14,10 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
-from sparktui.core.errors import ClusterError, Problem, user_home
+from sparktui.core.errors import ClusterError, user_home
 from sparktui.core.limits import MAX_NODES
 from sparktui.core.ownership import MAX_OWNER, OWNER_PATTERN, default_owner
+from sparktui.core.problems import Problem
 from sparktui.core.tomlsource import TomlSource, parse_toml, read_toml
 from sparktui.core.units import parse_duration
 from sparktui.core.validation import StrictModel, problems_from

@@ -1,46 +1,14 @@
-"""The project's error type: every problem names the file, the key path and the line."""
+"""The project's error types: sentences, not tracebacks; a file that cannot be used carries its
+``Problem``s (``core.problems``), each naming the file, the key path and the line."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING
 
-Severity = Literal["error", "warning"]
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong (or suspicious) in a recipe or cluster file.
-
-    ``key`` is the dotted key path as an operator writes it (``staging[0].min_free``) so that
-    the sentence can be acted on without reading a schema.
-    """
-
-    message: str
-    key: str | None = None
-    line: int | None = None
-    column: int | None = None
-    severity: Severity = "error"
-    code: str = "schema"
-    file: str | None = None
-
-    def at(self, file: str | None) -> Problem:
-        return replace(self, file=file)
-
-    def location(self) -> str:
-        parts = [self.file or "<recipe>"]
-        if self.line is not None:
-            parts.append(str(self.line))
-            if self.column is not None:
-                parts.append(str(self.column))
-        return ":".join(parts)
-
-    def __str__(self) -> str:
-        key = f"{self.key}: " if self.key else ""
-        return f"{self.location()}: {self.severity}: {key}{self.message}"
-
+if TYPE_CHECKING:
+    from sparktui.core.problems import Problem
 
 class SparkError(Exception):
     """Base of every error sparktui reports as a sentence rather than a traceback."""

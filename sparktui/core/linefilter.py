@@ -7,13 +7,15 @@ ripgrep and less do it: a pattern without capitals ignores case.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from sparktui.core.errors import SparkError
 
 
-@dataclass(frozen=True)
-class LineFilter:
+class LineFilter(NamedTuple):
+    """A grep as typed: ``text``, its ``regex`` (None: nothing typed, or a bad regex, then
+    ``error``), ``invert`` for a leading ``!``. A value (a tuple: compared, hashed)."""
+
     text: str
     regex: re.Pattern[str] | None = None
     invert: bool = False

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from sparktui.agents.sparse_rows import bytes_for_ranks, selected_tensors
 from sparktui.core.cluster import Cluster
-from sparktui.core.errors import Problem
 from sparktui.core.placeholders import substitute
 from sparktui.core.plan import hosted_tp_ranks
+from sparktui.core.problems import Problem
 from sparktui.core.recipe import HF_CACHE_IN_CONTAINER, Recipe, flag_name
 from sparktui.core.secrets import redact_problems
 from sparktui.core.units import format_bytes

@@ -22,11 +22,12 @@ from pydantic import (
 )
 
 from sparktui.core import engines
-from sparktui.core.errors import Problem, RecipeError
+from sparktui.core.errors import RecipeError
 from sparktui.core.limits import MAX_NODES, MAX_TP
 from sparktui.core.names import NAME_RULE, is_safe
 from sparktui.core.patterns import compile_pattern
 from sparktui.core.placeholders import PLACEHOLDERS, names_in, walk_strings
+from sparktui.core.problems import Problem
 from sparktui.core.recipefiles import list_recipes, locate, slug_for
 from sparktui.core.secrets import redact_problems, secret_path
 from sparktui.core.tomlsource import TomlSource, parse_toml, read_toml

@@ -6,8 +6,8 @@ ended finds the run's folder (named by the recipe's slug) without loading them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 
 def slug_for(path: Path | None) -> str:
@@ -40,8 +40,7 @@ def locate(arg: str, recipes_dirs: list[Path]) -> Path | None:
     return None
 
 
-@dataclass(frozen=True)
-class RecipeEntry:
+class RecipeEntry(NamedTuple):
     slug: str
     path: Path
 

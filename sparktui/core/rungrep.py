@@ -20,7 +20,6 @@ import itertools
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
@@ -225,22 +224,23 @@ class ScanResult(NamedTuple):
     scanned: dict[int, int]  # per rank, the last line number read
 
 
-@dataclass
 class RunScan:
     """A scan of some ranks' files for the console: the kept lines with their numbers (the
     newest ``cap``), a count that grows as it goes (read from another thread, or reported by
     ``on_block`` after each block), and a stop. ``run`` in a thread; ``cancel`` from anywhere."""
 
-    paths: dict[int, Path]
-    search: BlockSearch
-    cap: int
-    size: int = BLOCK_BYTES  # about 0.2 ms of C per block: the event loop gets the GIL often
-    on_block: Callable[[RunScan], None] | None = None
-    count: int = 0  # kept lines so far
-    counted: bool = False  # every file searched: ``count`` is the whole (the lines come after)
-    done_bytes: int = 0
-    total_bytes: int = 0  # the files' sizes when the scan started
-    _stop: threading.Event = field(default_factory=threading.Event)
+    def __init__(self, paths: dict[int, Path], search: BlockSearch, cap: int, *,
+                 size: int = BLOCK_BYTES, on_block: Callable[[RunScan], None] | None = None) -> None:
+        self.paths = paths
+        self.search = search
+        self.cap = cap
+        self.size = size  # about 0.2 ms of C per block: the event loop gets the GIL often
+        self.on_block = on_block
+        self.count = 0  # kept lines so far
+        self.counted = False  # every file searched: ``count`` is the whole (the lines come after)
+        self.done_bytes = 0
+        self.total_bytes = 0  # the files' sizes when the scan started
+        self._stop = threading.Event()
 
     @property
     def fraction(self) -> float:

@@ -21,8 +21,6 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -36,6 +34,8 @@ MARKER = "--- sparktui: "
 
 
 def utc_now() -> str:
+    from datetime import datetime, timezone  # here: reading a run's files needs no datetime (1 ms)
+
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -43,6 +43,8 @@ def ts_epoch(ts: str | None) -> float | None:
     """Seconds since the epoch from an RFC 3339 UTC timestamp (any fraction length)."""
     if not ts or ts.startswith("0001-"):
         return None
+    from datetime import datetime, timezone
+
     base, _, frac = ts.rstrip("Z").partition(".")
     try:
         whole = datetime.strptime(base[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
@@ -61,12 +63,12 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-@dataclass
 class RankLog:
     """``r<rank>.log``: one ``<timestamp>\\t<text>`` line per log line, numbered from 1."""
 
-    path: Path
-    count: int = -1
+    def __init__(self, path: Path, count: int = -1) -> None:
+        self.path = path
+        self.count = count  # lines in the file; -1 until counted
 
     def _ensure_count(self) -> None:
         if self.count < 0:
@@ -144,19 +146,21 @@ Cursor = dict[str, Any]  # {"container_id": str, "cursor": str | None, "lines": 
 CURSOR_SAVE_S = 0.5  # at most this often while following (see the module docstring)
 
 
-@dataclass
 class Run:
-    id: str
-    dir: Path
-    _logs: dict[int, RankLog] = field(default_factory=dict)
-    _lock: IO[str] | None = None
-    _cursors: dict[int, Cursor] | None = None  # the follower's copy, newer than the file
-    _cursors_dirty: bool = False
-    _cursors_saved: float = 0.0  # monotonic time of the last write (or snapshot taken to write)
-    _cursor_seq: int = 0  # snapshots taken
-    _cursor_written: int = 0  # the newest snapshot on disk
-    _cursor_write: threading.Lock = field(default_factory=threading.Lock)
-    redactor: Redactor = field(default_factory=lambda: Redactor(()))  # the plan's secrets
+    """One run's folder: its plan, its events, each rank's log and the follower's cursors."""
+
+    def __init__(self, id: str, dir: Path) -> None:
+        self.id = id
+        self.dir = dir
+        self._logs: dict[int, RankLog] = {}
+        self._lock: IO[str] | None = None
+        self._cursors: dict[int, Cursor] | None = None  # the follower's copy, newer than the file
+        self._cursors_dirty = False
+        self._cursors_saved = 0.0  # monotonic time of the last write (or snapshot taken to write)
+        self._cursor_seq = 0  # snapshots taken
+        self._cursor_written = 0  # the newest snapshot on disk
+        self._cursor_write = threading.Lock()
+        self.redactor = Redactor(())  # the plan's secrets
 
     @property
     def plan_path(self) -> Path:

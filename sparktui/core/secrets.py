@@ -22,8 +22,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sparktui.core.errors import ConfigError, Problem
+from sparktui.core.errors import ConfigError
 from sparktui.core.names import UnsafeName, child
+from sparktui.core.problems import Problem
 from sparktui.core.redact import MASK, Redactor
 from sparktui.core.tomlsource import parse_toml
 

@@ -23,8 +23,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-from sparktui.core.errors import ConfigError, Problem, display_path, sentence
+from sparktui.core.errors import ConfigError, display_path, sentence
 from sparktui.core.limits import MAX_DEPTH, MAX_FILE_BYTES, data_problems, text_depth_line
+from sparktui.core.problems import Problem
 
 KeyPath = tuple[str | int, ...]
 

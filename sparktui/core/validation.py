@@ -10,7 +10,7 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from sparktui.core.errors import Problem
+from sparktui.core.problems import Problem
 from sparktui.core.redact import MASK
 from sparktui.core.tomlsource import KeyPath, TomlSource, format_key
 

@@ -10,8 +10,8 @@ import pytest
 from safetensors.numpy import save_file
 
 from sparktui.core.cluster import load_cluster, local_cluster
-from sparktui.core.errors import Problem
 from sparktui.core.lints import lint
+from sparktui.core.problems import Problem
 from sparktui.core.recipe import load_recipe
 from tests.conftest import CLUSTER4, SEED
 
