@@ -14,7 +14,6 @@ import contextlib
 import io
 import marshal
 import os
-import signal
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -137,6 +136,8 @@ class Worker:
         self.done = True
         self.reader.close()
         if self.open:
+            import signal
+
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGTERM)
         with contextlib.suppress(ChildProcessError):
@@ -146,6 +147,8 @@ class Worker:
 def _serve(fd: int, group: dict[int, Path], search: BlockSearch, size: int) -> int:
     """The worker's whole life: its ranks' batches in turn (so the merge, which needs every
     rank, never waits on one while another fills the pipe), then an exit status."""
+    import signal  # here, in the worker: not on the way to the fork
+
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # ^C reaches the whole group: just end
     out = io.FileIO(fd, "w")

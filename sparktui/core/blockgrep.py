@@ -25,12 +25,13 @@ the text; a line without a tab is all time stamp, its text empty.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from collections.abc import Callable, Iterable
 from typing import Any, AnyStr, Final, Literal, NamedTuple
 
-from sparktui.core.linefilter import LineFilter
+from sparktui.core.linefilter import LineFilter, quiet_regex
 
 
 def _module(name: str, before_3_11: str) -> Any:
@@ -178,28 +179,24 @@ class _Way(NamedTuple):
     exact: bool  # a hit in a line's text is a match (the finder is the filter's regex)
     lower: bool  # search the block lowercased (the finder is a lowercase literal)
     check: Callable[[Any], bool]  # the filter's regex on one line's text: matched or not
-    liner: re.Pattern[Any] | None = None  # the finder, then the rest of its line (``_liner``)
 
 
-def _way(finder: re.Pattern[Any] | None, exact: bool, lower: bool,
-         check: Callable[[Any], bool]) -> _Way:
-    return _Way(finder, exact, lower, check, _liner(finder))
-
-
-def _liner(finder: re.Pattern[Any] | None) -> re.Pattern[Any] | None:
+@functools.lru_cache(maxsize=32)
+def _liner(finder: re.Pattern[Any]) -> re.Pattern[Any] | None:
     """``finder`` followed by the rest of the line it hits: a match then ends where its line
     does (one match a line, and no search for the line's end in Python). None when the finder
     can match a newline itself (a literal holding one) or the wrapped pattern does not compile
-    (flags written inside it, which must come first)."""
-    if finder is None:
-        return None
+    (flags written inside it, which must come first). Made when a block first needs it (in
+    ``sparktui logs``, in each worker: not on the way to the fork)."""
     pattern = finder.pattern
     newline: Any = b"\n" if isinstance(pattern, bytes) else "\n"
     if newline in pattern:
         return None
     rest: Any = (b"(?:%s)[^\n]*" % pattern) if isinstance(pattern, bytes) else f"(?:{pattern})[^\n]*"
+    flags = finder.flags & ~re.UNICODE if isinstance(pattern, bytes) else finder.flags
     try:
-        return re.compile(rest, finder.flags & ~re.UNICODE if isinstance(pattern, bytes) else finder.flags)
+        with quiet_regex():
+            return re.compile(rest, flags)
     except (re.error, ValueError):
         return None
 
@@ -214,6 +211,11 @@ class BlockSearch(NamedTuple):
 
     @classmethod
     def of(cls, line_filter: LineFilter) -> BlockSearch:
+        with quiet_regex():
+            return cls._of(line_filter)
+
+    @classmethod
+    def _of(cls, line_filter: LineFilter) -> BlockSearch:
         regex = line_filter.regex
         if regex is None or line_filter.error is not None:
             return cls(line_filter, "all")
@@ -222,7 +224,7 @@ class BlockSearch(NamedTuple):
         try:
             parsed = _sre_parse.parse(regex.pattern, regex.flags)
         except Exception:  # the parser of another Python: check every line
-            return cls(line_filter, "lines", _way(None, False, False, check))
+            return cls(line_filter, "lines", _Way(None, False, False, check))
         flags = int(parsed.state.flags)
         facts = _Facts()
         _walk(parsed.data, bool(flags & re.DOTALL), facts)
@@ -235,11 +237,11 @@ class BlockSearch(NamedTuple):
             mode = "literal" if literals else "lines"
         case = flags & (re.IGNORECASE | re.ASCII)
         if mode == "full":
-            text = _way(regex, True, False, check)
+            text = _Way(regex, True, False, check)
         elif mode == "literal" and literals:
-            text = _way(re.compile("|".join(map(re.escape, literals)), case), False, False, check)
+            text = _Way(re.compile("|".join(map(re.escape, literals)), case), False, False, check)
         else:
-            text = _way(None, False, False, check)
+            text = _Way(None, False, False, check)
         if not facts.ascii or facts.unknown or (facts.unicode_space and not flags & re.ASCII):
             return cls(line_filter, mode, text)
         try:
@@ -252,13 +254,13 @@ class BlockSearch(NamedTuple):
             ch.isalpha() for lit in literals for ch in lit)
         if folds and literals and not (mode == "full" and _starts_uncased(list(parsed.data))):
             lowered = re.compile("|".join(re.escape(lit.lower()) for lit in literals).encode("ascii"))
-            ascii_way = _way(lowered, False, True, check_b)
+            ascii_way = _Way(lowered, False, True, check_b)
         elif mode == "full":
-            ascii_way = _way(regex_b, True, False, check_b)
+            ascii_way = _Way(regex_b, True, False, check_b)
         elif text.finder is not None:
-            ascii_way = _way(re.compile(text.finder.pattern.encode("ascii"), case), False, False, check_b)
+            ascii_way = _Way(re.compile(text.finder.pattern.encode("ascii"), case), False, False, check_b)
         else:
-            ascii_way = _way(None, False, False, check_b)
+            ascii_way = _Way(None, False, False, check_b)
         return cls(line_filter, mode, text, ascii_way)
 
     # -- one block ------------------------------------------------------------------------------
@@ -324,19 +326,20 @@ def _text(buf: AnyStr, span: Span) -> AnyStr:
 def _search(buf: AnyStr, hay: AnyStr, lo: int, hi: int, way: _Way) -> list[Span]:
     """Hits of ``way.finder`` in ``hay`` (``buf`` or ``buf`` lowercased: the same positions),
     each expanded to its line in ``buf`` and kept when it is a match of the line's text
-    (``exact``) or ``way.check`` says so. With a ``liner`` a hit's match runs to its line's
+    (``exact``) or ``way.check`` says so. With a ``_liner`` a hit's match runs to its line's
     end: a line's later hits are never found, and its end needs no search."""
     nl: Any = b"\n" if isinstance(buf, bytes) else "\n"
     tab: Any = b"\t" if isinstance(buf, bytes) else "\t"
     finder = way.finder
     assert finder is not None
     search, find, rfind, check, exact = finder.search, buf.find, buf.rfind, way.check, way.exact
-    ends = way.liner is not None
+    liner = _liner(finder)
+    ends = liner is not None
     past = hi if buf[hi - 1:hi] == nl else hi + 1  # a hit here is after the last line
     out: list[Span] = []
     append = out.append
     pos = lo  # where the next line starts: a hit before it is in a line already seen
-    for m in (way.liner or finder).finditer(hay, lo, hi):
+    for m in (liner or finder).finditer(hay, lo, hi):
         hit = m.start()
         if hit < pos:
             continue

@@ -6,10 +6,23 @@ ripgrep and less do it: a pattern without capitals ignores case.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import warnings
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from sparktui.core.errors import SparkError
+
+
+@contextlib.contextmanager
+def quiet_regex() -> Iterator[None]:
+    """Python's regex parser warns (``FutureWarning``) where a later Python may read a pattern
+    otherwise (``[[``, ``--`` in a class): the pattern is taken as this one reads it, and a
+    warning printed over the console or into a grep's output is nothing an operator can act on."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        yield
 
 
 class LineFilter(NamedTuple):
@@ -31,7 +44,8 @@ class LineFilter(NamedTuple):
             return cls(text, None, invert)
         flags = 0 if any(ch.isupper() for ch in body) else re.IGNORECASE
         try:
-            regex = re.compile(body, flags)
+            with quiet_regex():
+                regex = re.compile(body, flags)
         except re.error as exc:  # the position is counted in what was typed, ! included
             where = f" at position {exc.pos + len(text) - len(body)}" if exc.pos is not None else ""
             return cls(text, None, invert, f"bad regex: {exc.msg}{where}")
