@@ -18,7 +18,7 @@ from sparktui.core.errors import SparkError
 @contextlib.contextmanager
 def quiet_regex() -> Iterator[None]:
     """Python's regex parser warns (``FutureWarning``) where a later Python may read a pattern
-    otherwise (``[[``, ``--`` in a class): the pattern is taken as this one reads it, and a
+    otherwise (``[[``, ``&&`` in a class): the pattern is taken as this one reads it, and a
     warning printed over the console or into a grep's output is nothing an operator can act on."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)

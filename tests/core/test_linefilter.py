@@ -75,7 +75,7 @@ def test_spans_are_where_the_pattern_matches() -> None:
 
 
 def test_patterns_a_later_python_may_read_otherwise_say_nothing_on_stderr() -> None:
-    """``[[`` and ``--`` in a class make Python's regex parser warn (FutureWarning): printed
+    """``[[``, ``&&`` and ``||`` in a class make Python's regex parser warn (FutureWarning): printed
     over the console or into ``sparktui logs``' output, and nothing an operator can act on.
     The pattern is taken as this Python reads it, quietly, by the filter and the block search."""
     import warnings
@@ -84,7 +84,7 @@ def test_patterns_a_later_python_may_read_otherwise_say_nothing_on_stderr() -> N
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for pattern in ("[[x]", "[a--b]", "!x[[y]"):
+        for pattern in ("[[x]", "[a&&b]", "!x[[y]", "[a||b]"):
             f = LineFilter.parse(pattern)
             assert f.active
             BlockSearch.of(f).kept(b"t\tx[y\nt\tz\n")
