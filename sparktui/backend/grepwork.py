@@ -14,6 +14,7 @@ import contextlib
 import io
 import marshal
 import os
+import signal
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -27,11 +28,6 @@ from sparktui.core.rungrep import BLOCK_BYTES, Found, file_size, rank_found
 PARALLEL_BYTES = 32 << 20
 """Below this a run is searched in this process: a fork and its pipe cost about a millisecond,
 and 32 MiB take some 40 ms to search."""
-PER_CORE = 4
-"""Up to this many workers a core, a rank each: with a worker per core (two ranks each on the
-grep bench's two cores, the merge beside them) one finished 10 ms before the other and its core
-waited; a worker per rank lets the scheduler even the ranks out (0.135 s -> 0.129 s there). More
-would cost forks and pipes for nothing."""
 PIPE_BYTES = 1 << 20  # a worker runs this far ahead of the merge (Linux's default limit)
 
 
@@ -57,15 +53,13 @@ def groups(paths: dict[int, Path], workers: int) -> list[dict[int, Path]]:
 @contextlib.contextmanager
 def searching(paths: dict[int, Path], search: BlockSearch, *, size: int = BLOCK_BYTES,
               workers: int | None = None) -> Iterator[dict[int, Iterator[list[Found]]]]:
-    """Each rank's kept lines, a batch at a time: from worker processes (a rank each, up to
-    ``PER_CORE`` a core) when the run is big and this machine has more than one core
-    (``workers``: that many, whatever the size), else searched here. Workers are ended on the
-    way out."""
+    """Each rank's kept lines, a batch at a time: from worker processes when the run is big
+    and this machine has the cores (``workers``: that many, whatever the size), else searched
+    here. Workers are ended on the way out."""
     if workers is None:
         big = sum(map(file_size, paths.values())) >= PARALLEL_BYTES
         alone = hasattr(os, "fork") and threading.active_count() == 1
-        cores = cpus()
-        workers = min(len(paths), PER_CORE * cores) if big and alone and cores > 1 else 1
+        workers = cpus() if big and alone else 1
     if workers < 2 or len(paths) < 2:
         yield {rank: rank_found(path, rank, search, size=size) for rank, path in paths.items()}
         return
@@ -136,8 +130,6 @@ class Worker:
         self.done = True
         self.reader.close()
         if self.open:
-            import signal
-
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGTERM)
         with contextlib.suppress(ChildProcessError):
@@ -147,8 +139,6 @@ class Worker:
 def _serve(fd: int, group: dict[int, Path], search: BlockSearch, size: int) -> int:
     """The worker's whole life: its ranks' batches in turn (so the merge, which needs every
     rank, never waits on one while another fills the pipe), then an exit status."""
-    import signal  # here, in the worker: not on the way to the fork
-
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # ^C reaches the whole group: just end
     out = io.FileIO(fd, "w")

@@ -11,7 +11,6 @@ first, through the Orchestrator (``sparktui.cli.ops``), then read the same way.
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 from collections.abc import Iterable
 
@@ -83,17 +82,8 @@ def print_run(run: Run, search: BlockSearch, *, rank: int | None, cutoff: bytes 
     if rank is not None:
         paths = {rank: paths[rank]} if rank in paths else {}
     sys.stdout.flush()  # nothing buffered is copied into a worker
-    # every kept line is a tuple that lives until it is written: the cycle collector would walk
-    # them again and again and find nothing (6 ms of the grep bench's 0.15 s); the workers are
-    # forked with it off too
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        with searching(paths, search) as sources:
-            write_found(merge_found(sources), cutoff=cutoff, timestamps=timestamps, raw=raw)
-    finally:
-        if collecting:
-            gc.enable()
+    with searching(paths, search) as sources:
+        write_found(merge_found(sources), cutoff=cutoff, timestamps=timestamps, raw=raw)
 
 
 def write_found(batches: Iterable[list[Found]], *, cutoff: bytes | None, timestamps: bool,

@@ -25,7 +25,6 @@ the text; a line without a tab is all time stamp, its text empty.
 
 from __future__ import annotations
 
-import functools
 import importlib
 import re
 from collections.abc import Callable, Iterable
@@ -181,26 +180,6 @@ class _Way(NamedTuple):
     check: Callable[[Any], bool]  # the filter's regex on one line's text: matched or not
 
 
-@functools.lru_cache(maxsize=32)
-def _liner(finder: re.Pattern[Any]) -> re.Pattern[Any] | None:
-    """``finder`` followed by the rest of the line it hits: a match then ends where its line
-    does (one match a line, and no search for the line's end in Python). None when the finder
-    can match a newline itself (a literal holding one) or the wrapped pattern does not compile
-    (flags written inside it, which must come first). Made when a block first needs it (in
-    ``sparktui logs``, in each worker: not on the way to the fork)."""
-    pattern = finder.pattern
-    newline: Any = b"\n" if isinstance(pattern, bytes) else "\n"
-    if newline in pattern:
-        return None
-    rest: Any = (b"(?:%s)[^\n]*" % pattern) if isinstance(pattern, bytes) else f"(?:{pattern})[^\n]*"
-    flags = finder.flags & ~re.UNICODE if isinstance(pattern, bytes) else finder.flags
-    try:
-        with quiet_regex():
-            return re.compile(rest, flags)
-    except (re.error, ValueError):
-        return None
-
-
 class BlockSearch(NamedTuple):
     """Where in a block of lines to look for the lines ``line_filter`` keeps (see the module)."""
 
@@ -326,41 +305,35 @@ def _text(buf: AnyStr, span: Span) -> AnyStr:
 def _search(buf: AnyStr, hay: AnyStr, lo: int, hi: int, way: _Way) -> list[Span]:
     """Hits of ``way.finder`` in ``hay`` (``buf`` or ``buf`` lowercased: the same positions),
     each expanded to its line in ``buf`` and kept when it is a match of the line's text
-    (``exact``) or ``way.check`` says so. With a ``_liner`` a hit's match runs to its line's
-    end: a line's later hits are never found, and its end needs no search."""
+    (``exact``) or ``way.check`` says so."""
     nl: Any = b"\n" if isinstance(buf, bytes) else "\n"
     tab: Any = b"\t" if isinstance(buf, bytes) else "\t"
     finder = way.finder
     assert finder is not None
     search, find, rfind, check, exact = finder.search, buf.find, buf.rfind, way.check, way.exact
-    liner = _liner(finder)
-    ends = liner is not None
     past = hi if buf[hi - 1:hi] == nl else hi + 1  # a hit here is after the last line
     out: list[Span] = []
-    append = out.append
-    pos = lo  # where the next line starts: a hit before it is in a line already seen
-    for m in (liner or finder).finditer(hay, lo, hi):
+    pos = lo
+    while pos < hi:
+        m = search(hay, pos, hi)
+        if m is None:
+            break
         hit = m.start()
-        if hit < pos:
-            continue
         if hit >= past:
             break
         start = rfind(nl, lo, hit) + 1 or lo
-        if ends:
-            end = m.end()
-        else:
-            end = find(nl, hit, hi)
-            if end < 0:
-                end = hi
+        end = find(nl, hit, hi)
+        if end < 0:
+            end = hi
         t = find(tab, start, end)
         if exact and 0 <= t < end - 1:
             # in the text: a match; in the time stamp: search the text alone (the line's end
             # as the string's end; before its start a tab, which nothing here can see). An
             # empty text goes to the check: \B never matches in an empty string
             if t < hit or search(buf, t + 1, end) is not None:
-                append((start, t, end))
+                out.append((start, t, end))
         elif check(buf[t + 1:end] if t >= 0 else buf[end:end]):
-            append((start, t, end))
+            out.append((start, t, end))
         pos = end + 1
     return out
 

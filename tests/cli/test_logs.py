@@ -96,18 +96,13 @@ def test_an_ended_run_is_read_from_its_files_without_reaching_a_node(cli: Cli, t
 def test_called_in_a_process_that_goes_on_it_returns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      capfd: pytest.CaptureFixture[str]) -> None:
     """As the program, a grep of an ended run ends its process at once (no teardown); called
-    with its words (tests, an embedding tool) it returns like any verb, with the cycle
-    collector it turned off for the search on again."""
-    import gc
-
+    with its words (tests, an embedding tool) it returns like any verb."""
     from sparktui.cli import main
 
     run = make_run(tmp_path / "state", ended=True, start=datetime(2026, 1, 1, tzinfo=timezone.utc))
     for key, value in local_env(tmp_path).items():
         monkeypatch.setenv(key, value)
-    assert gc.isenabled()
     assert main(["logs", SLUG, "--grep", "POST"]) == 0
-    assert gc.isenabled()
     assert capfd.readouterr().out.splitlines() == expected(run, "POST")
 
 
