@@ -50,12 +50,23 @@ def _common(p: argparse.ArgumentParser, recipe_nargs: str | None = None) -> None
                    help="recipes folder")
 
 
+Declare = Callable[[argparse.ArgumentParser], None]
+VERBS: dict[str, tuple[str, str | None, Declare]] = {}
+"""Every verb, in the order ``--help`` lists them: its help, its parser's description and the
+function that adds its arguments (run only when the verb is built: ``parser(only)``)."""
+
+
+def verb(name: str, help: str, description: str | None = None) -> Callable[[Declare], Declare]:
+    """Declares the verb ``name``: the function it decorates adds the verb's arguments."""
+    def register(declare: Declare) -> Declare:
+        VERBS[name] = (help, description, declare)
+        return declare
+    return register
+
+
 def parser(only: str | None = None) -> argparse.ArgumentParser:
     """Every verb's arguments, or only those of the verb ``only`` (``verb_of``): argparse
     formats each argument's help as it is added, about 5 ms for all of them at every start."""
-    def want(verb: str) -> bool:
-        return only is None or verb == only
-
     ap = argparse.ArgumentParser(
         prog="sparktui",
         description="Console for LLM inference engines across small GPU clusters. "
@@ -68,64 +79,12 @@ def parser(only: str | None = None) -> argparse.ArgumentParser:
     ap.add_argument("--recipes", type=Path, metavar="DIR", help="recipes folder")
     ap.add_argument("--theme", metavar="NAME", help="console theme (themes/*.toml; the last chosen is kept)")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
-
-    if want("overview"):
-        p = sub.add_parser("overview", help="list the recipes found and the cluster each runs on")
-        p.add_argument("--cluster", type=Path, metavar="FILE", default=argparse.SUPPRESS, help="cluster file")
-        p.add_argument("--recipes", type=Path, metavar="DIR", default=argparse.SUPPRESS,
-                       help="recipes folder")
-        p.set_defaults(func=Verb("recipes", "cmd_overview"))
-
-    if want("validate"):
-        p = sub.add_parser("validate", help="check recipes (exit 1 on errors; warnings printed)")
-        _common(p, "+")
-        p.set_defaults(func=Verb("recipes", "cmd_validate"))
-
-    if want("plan"):
-        p = sub.add_parser("plan", help="show exactly what every rank will run")
-        _common(p)
-        p.add_argument("--json", action="store_true", help="one JSON object")
-        p.add_argument("--rank", type=int, help="show one rank only")
-        p.add_argument("--show-secrets", action="store_true",
-                       help="show secret values: env names containing KEY, TOKEN, SECRET, PASS(WORD), "
-                            "AUTH or CREDENTIAL, values of flags such as --api-key, and the recipe's "
-                            "secret_env and secret_args")
-        p.set_defaults(func=Verb("recipes", "cmd_plan"))
-
-    _cluster_verbs(sub, want)
-
-    if want("watch"):
-        p = sub.add_parser("watch", help="follow a running recipe and restart its group on failure "
-                                         "([restart] policy); containers outlive it")
-        _common(p)
-        p.set_defaults(func=Verb("watch", "cmd_watch"))
-
-    if want("image"):
-        p = sub.add_parser("image", help="the recipe's image on the nodes (sync)")
-        verbs = p.add_subparsers(dest="image_command", metavar="VERB", required=True)
-        s = verbs.add_parser("sync", help="copy the recipe's image to every node that lacks it or holds "
-                                          "another build (from one save stream, all nodes at once)")
-        _common(s)
-        s.add_argument("--from", dest="source", metavar="NODE|local",
-                       help="where to copy from: a node of the cluster, or local (this machine's "
-                            "Docker engine); default the head if it has the image, else the first node "
-                            "that has it, else this machine")
-        s.add_argument("--json", action="store_true", help="one JSON object with every node's outcome")
-        s.set_defaults(func=Verb("image", "cmd_sync"))
-
-    if want("completion"):
-        from sparktui.cli import completion  # standard library only
-
-        completion.add_parser(sub)
-
-    if want("schema"):
-        p = sub.add_parser("schema", help="print the JSON Schema of the recipe format")
-        p.set_defaults(func=Verb("recipes", "cmd_schema"))
+    for name, (summary, description, declare) in VERBS.items():
+        if only is None or name == only:
+            declare(sub.add_parser(name, help=summary, description=description))
     return ap
 
 
-VERBS = ("overview", "validate", "plan", "doctor", "stage", "up", "status", "logs", "restart",
-         "smoke", "down", "watch", "image", "completion", "schema")
 _VALUED = {"--cluster", "--recipes", "--theme"}  # the options before a verb that take a value
 
 
@@ -154,88 +113,153 @@ def _sample(text: str) -> str:
     return text
 
 
-def _cluster_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-                   want: Callable[[str], bool]) -> None:
-    """The verbs over the Orchestrator (``sparktui.cli.ops``)."""
-    if want("doctor"):
-        p = sub.add_parser("doctor", help="preflight every node (SSH, Docker, image, disk, port, NICs, GPUs)")
-        _common(p)
-        p.add_argument("--json", action="store_true")
-        p.set_defaults(func=Verb("ops", "cmd_doctor"))
-
-    if want("stage"):
-        p = sub.add_parser("stage", help="place each rank's data on its node (all nodes at once)")
-        _common(p)
-        p.add_argument("--verify-only", action="store_true", help="report, write nothing (exit 1 if stale)")
-        p.add_argument("--sample", metavar="N|all", type=_sample,
-                       help="row windows to compare with the source per packed file, besides the first "
-                            "and the last (default 8); all: every chunk of both against the ledger")
-        p.add_argument("--json", action="store_true")
-        p.set_defaults(func=Verb("ops", "cmd_stage"))
-
-    if want("up"):
-        p = sub.add_parser("up", help="stage, then launch every rank (all at once) and follow their logs")
-        _common(p)
-        p.add_argument("--wait", action="store_true", help="return when ready (0) or failed/timed out (1)")
-        p.add_argument("--launch-order", choices=["parallel", "workers-first", "head-first"],
-                       default="parallel", help="start every rank at once (default), or the workers "
-                       "(the head) first, then the others")
-        p.add_argument("--no-image-check", action="store_true",
-                       help="start even when the image is missing on a node or differs across nodes")
-        _adopt(p, "reattach to another owner's run of this recipe (or replace its stopped containers)")
-        p.set_defaults(func=Verb("ops", "cmd_up"))
-
-    if want("status"):
-        p = sub.add_parser("status", help="per rank: state, container, checks, health, restarts")
-        _common(p)
-        p.add_argument("--json", action="store_true")
-        p.set_defaults(func=Verb("ops", "cmd_status"))
-
-    if want("logs"):
-        p = sub.add_parser("logs", help="the run's logs (caught up from the containers first)")
-        _common(p)
-        p.add_argument("--rank", type=int)
-        p.add_argument("--follow", "-f", action="store_true")
-        p.add_argument("--grep", metavar="REGEX",
-                       help="only lines matching REGEX; case-insensitive unless it has a capital; "
-                            "!REGEX: only lines NOT matching")
-        p.add_argument("--since", metavar="DURATION", help="only lines newer than this (10m, 90s)")
-        p.add_argument("--timestamps", "-t", action="store_true")
-        p.add_argument("--raw", action="store_true",
-                       help="write the lines as the engine wrote them, escape sequences included "
-                            "(default: control characters other than tab shown as \\x1b)")
-        p.set_defaults(func=Verb("logs", "cmd_logs"))
-
-    if want("restart"):
-        p = sub.add_parser("restart", help="replace one rank's container (--rank N) or every rank's "
-                                           "(--group), in the same run")
-        _common(p)
-        which = p.add_mutually_exclusive_group(required=True)
-        which.add_argument("--rank", type=int, help="this rank only (a formed TP group fails with it)")
-        which.add_argument("--group", action="store_true",
-                           help="every rank of the group: stopped, then launched again, workers first")
-        p.add_argument("--wait", action="store_true")
-        _adopt(p, "restart another owner's containers of this recipe; the new ones are yours")
-        p.set_defaults(func=Verb("ops", "cmd_restart"))
-
-    if want("smoke"):
-        p = sub.add_parser("smoke", help="one streamed chat completion to the head: TTFT and tokens/s")
-        _common(p)
-        p.add_argument("--max-tokens", type=int, default=64)
-        p.add_argument("--json", action="store_true")
-        p.set_defaults(func=Verb("ops", "cmd_smoke"))
-
-    if want("down"):
-        p = sub.add_parser("down", help="stop and remove every rank's container (your own)")
-        _common(p)
-        _adopt(p, "remove another owner's containers of this recipe too")
-        p.set_defaults(func=Verb("ops", "cmd_down"))
-
-
 def _adopt(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--adopt", action="store_true",
                    help=f"take over another owner's containers: {what} (containers carry their "
                         "owner; sparktui otherwise acts only on yours)")
+
+
+@verb("overview", "list the recipes found and the cluster each runs on")
+def _overview(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cluster", type=Path, metavar="FILE", default=argparse.SUPPRESS, help="cluster file")
+    p.add_argument("--recipes", type=Path, metavar="DIR", default=argparse.SUPPRESS, help="recipes folder")
+    p.set_defaults(func=Verb("recipes", "cmd_overview"))
+
+
+@verb("validate", "check recipes (exit 1 on errors; warnings printed)")
+def _validate(p: argparse.ArgumentParser) -> None:
+    _common(p, "+")
+    p.set_defaults(func=Verb("recipes", "cmd_validate"))
+
+
+@verb("plan", "show exactly what every rank will run")
+def _plan(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.add_argument("--rank", type=int, help="show one rank only")
+    p.add_argument("--show-secrets", action="store_true",
+                   help="show secret values: env names containing KEY, TOKEN, SECRET, PASS(WORD), "
+                        "AUTH or CREDENTIAL, values of flags such as --api-key, and the recipe's "
+                        "secret_env and secret_args")
+    p.set_defaults(func=Verb("recipes", "cmd_plan"))
+
+
+# -- the verbs over the Orchestrator (``sparktui.cli.ops``) ------------------------------------
+@verb("doctor", "preflight every node (SSH, Docker, image, disk, port, NICs, GPUs)")
+def _doctor(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=Verb("ops", "cmd_doctor"))
+
+
+@verb("stage", "place each rank's data on its node (all nodes at once)")
+def _stage(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--verify-only", action="store_true", help="report, write nothing (exit 1 if stale)")
+    p.add_argument("--sample", metavar="N|all", type=_sample,
+                   help="row windows to compare with the source per packed file, besides the first "
+                        "and the last (default 8); all: every chunk of both against the ledger")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=Verb("ops", "cmd_stage"))
+
+
+@verb("up", "stage, then launch every rank (all at once) and follow their logs")
+def _up(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--wait", action="store_true", help="return when ready (0) or failed/timed out (1)")
+    p.add_argument("--launch-order", choices=["parallel", "workers-first", "head-first"],
+                   default="parallel", help="start every rank at once (default), or the workers "
+                   "(the head) first, then the others")
+    p.add_argument("--no-image-check", action="store_true",
+                   help="start even when the image is missing on a node or differs across nodes")
+    _adopt(p, "reattach to another owner's run of this recipe (or replace its stopped containers)")
+    p.set_defaults(func=Verb("ops", "cmd_up"))
+
+
+@verb("status", "per rank: state, container, checks, health, restarts")
+def _status(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=Verb("ops", "cmd_status"))
+
+
+@verb("logs", "the run's logs (caught up from the containers first)")
+def _logs(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--rank", type=int)
+    p.add_argument("--follow", "-f", action="store_true")
+    p.add_argument("--grep", metavar="REGEX",
+                   help="only lines matching REGEX; case-insensitive unless it has a capital; "
+                        "!REGEX: only lines NOT matching")
+    p.add_argument("--since", metavar="DURATION", help="only lines newer than this (10m, 90s)")
+    p.add_argument("--timestamps", "-t", action="store_true")
+    p.add_argument("--raw", action="store_true",
+                   help="write the lines as the engine wrote them, escape sequences included "
+                        "(default: control characters other than tab shown as \\x1b)")
+    p.set_defaults(func=Verb("logs", "cmd_logs"))
+
+
+@verb("restart", "replace one rank's container (--rank N) or every rank's (--group), in the same run")
+def _restart(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--rank", type=int, help="this rank only (a formed TP group fails with it)")
+    which.add_argument("--group", action="store_true",
+                       help="every rank of the group: stopped, then launched again, workers first")
+    p.add_argument("--wait", action="store_true")
+    _adopt(p, "restart another owner's containers of this recipe; the new ones are yours")
+    p.set_defaults(func=Verb("ops", "cmd_restart"))
+
+
+@verb("smoke", "one streamed chat completion to the head: TTFT and tokens/s")
+def _smoke(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=Verb("ops", "cmd_smoke"))
+
+
+@verb("down", "stop and remove every rank's container (your own)")
+def _down(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    _adopt(p, "remove another owner's containers of this recipe too")
+    p.set_defaults(func=Verb("ops", "cmd_down"))
+
+
+# -- the others ---------------------------------------------------------------------------------
+@verb("watch", "follow a running recipe and restart its group on failure ([restart] policy); "
+               "containers outlive it")
+def _watch(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.set_defaults(func=Verb("watch", "cmd_watch"))
+
+
+@verb("image", "the recipe's image on the nodes (sync)")
+def _image(p: argparse.ArgumentParser) -> None:
+    verbs = p.add_subparsers(dest="image_command", metavar="VERB", required=True)
+    s = verbs.add_parser("sync", help="copy the recipe's image to every node that lacks it or holds "
+                                      "another build (from one save stream, all nodes at once)")
+    _common(s)
+    s.add_argument("--from", dest="source", metavar="NODE|local",
+                   help="where to copy from: a node of the cluster, or local (this machine's "
+                        "Docker engine); default the head if it has the image, else the first node "
+                        "that has it, else this machine")
+    s.add_argument("--json", action="store_true", help="one JSON object with every node's outcome")
+    s.set_defaults(func=Verb("image", "cmd_sync"))
+
+
+@verb("completion", "print a shell completion script (bash, zsh or fish)",
+      description='bash: eval "$(sparktui completion bash)"; zsh: the same with zsh; fish: '
+                  "sparktui completion fish | source")
+def _completion(p: argparse.ArgumentParser) -> None:
+    from sparktui.cli import completion  # standard library only
+
+    completion.arguments(p)
+
+
+@verb("schema", "print the JSON Schema of the recipe format")
+def _schema(p: argparse.ArgumentParser) -> None:
+    p.set_defaults(func=Verb("recipes", "cmd_schema"))
 
 
 @functools.cache

@@ -197,9 +197,7 @@ def cmd_completion(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)",
-                       description='bash: eval "$(sparktui completion bash)"; zsh: the same with '
-                                   'zsh; fish: sparktui completion fish | source')
+def arguments(p: argparse.ArgumentParser) -> None:
+    """The verb's arguments (``sparktui.cli`` declares the verb)."""
     p.add_argument("shell", choices=SHELLS)
     p.set_defaults(func=cmd_completion)
