@@ -280,21 +280,17 @@ class Kept(NamedTuple):
     matched: int  # lines the pattern matched (kept or, inverted, dropped)
 
     def dense(self, before: bool) -> bool:
-        """Whether to test every line of the next block (``before``: the last answer)."""
-        return dense_block(before, self.matched, self.hi - self.lo)
+        """Whether to test every line of the next block: a line in three or more of this one
+        matched (a line is about 140 bytes), so testing each line is cheaper than a search and
+        an expansion per hit. A small block keeps ``before``, the last answer (``DECIDES``)."""
+        size = self.hi - self.lo
+        return before if size < DECIDES else self.matched * 400 > size
 
 
 DECIDES: Final = 1 << 10
 """A block smaller than this (a line or a few) says nothing about the next: a read's cut line
 comes as a block of its own, and one such line that matched made the next whole block go line
 by line."""
-
-
-def dense_block(before: bool, matched: int, size: int) -> bool:
-    """Whether a line in three or more of a block of ``size`` bytes matched (a line is about
-    140 bytes): testing every line of the next is then cheaper than a search and an expansion
-    per hit. A small block keeps ``before`` (``DECIDES``)."""
-    return before if size < DECIDES else matched * 400 > size
 
 
 def _text(buf: AnyStr, span: Span) -> AnyStr:

@@ -101,7 +101,7 @@ class DoctorScreen(Dialog[None]):
             return
         if report is None:
             self.sync_lines["sync"] = "the image sync failed (see the notification)"
-            self.query_one("#doctor-sync", Static).update(Text(visible("\n".join(self.sync_lines.values()))))
+            self._show_sync()
         self.query_one(LoadingIndicator).display = True
         self.query_one(DataTable).display = False
         self.query_one("#doctor-status", Static).update("Checking every node again…")
