@@ -20,6 +20,7 @@ import json
 import marshal
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,37 +78,61 @@ class ScannerPool:
     """Scanner processes started before a grep needs them (the console warms it when the grep
     input opens): a scanner's interpreter and imports took 34 ms of the whole count's 0.17 s
     (docs/benchmarks.md). An idle scanner waits on its stdin for a job, niced; one whose
-    console goes away reads the end of its stdin and exits."""
+    console goes away reads the end of its stdin and exits. Processes are started and reaped
+    in a thread of the pool's own: a fork and an exec are no work for the event loop."""
 
     def __init__(self) -> None:
         self.size = 0  # how many to keep ready; 0: none (``cool``)
         self._idle: list[subprocess.Popen[bytes]] = []
+        self._lock = threading.Lock()  # the event loop takes and cools; the pool's thread starts
 
     def warm(self, count: int) -> None:
-        """Keep ``count`` scanners ready from now on (started at once)."""
-        self.size = count
+        """Keep ``count`` scanners ready from now on (started at once, in the background)."""
+        with self._lock:
+            self.size = count
         self.refill()
 
     def refill(self) -> None:
-        self._idle = [proc for proc in self._idle if proc.poll() is None]
-        while len(self._idle) < self.size:
-            self._idle.append(start_scanner())
+        """Start, in the background, as many as are missing."""
+        threading.Thread(target=self._refill, name="grep-scanners", daemon=True).start()
+
+    def _refill(self) -> None:
+        while True:
+            with self._lock:
+                self._idle = [proc for proc in self._idle if proc.poll() is None]
+                if len(self._idle) >= self.size:
+                    return
+            proc = start_scanner()
+            with self._lock:
+                wanted = len(self._idle) < self.size  # cooled, or filled by another start
+                if wanted:
+                    self._idle.append(proc)
+            if not wanted:
+                _reap([proc])
+                return
 
     def take(self) -> subprocess.Popen[bytes] | None:
-        while self._idle:
-            proc = self._idle.pop(0)
-            if proc.poll() is None:
-                return proc
+        with self._lock:
+            while self._idle:
+                proc = self._idle.pop(0)
+                if proc.poll() is None:
+                    return proc
         return None
 
     def cool(self) -> None:
-        """End the idle scanners; keep none ready until warmed again."""
-        self.size = 0
-        idle, self._idle = self._idle, []
-        for proc in idle:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            proc.wait()
+        """End the idle scanners (reaped in the background); keep none ready until warmed."""
+        with self._lock:
+            self.size = 0
+            idle, self._idle = self._idle, []
+        if idle:
+            threading.Thread(target=_reap, args=(idle,), name="grep-scanners", daemon=True).start()
+
+
+def _reap(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
 
 
 async def _in_thread(paths: dict[int, Path], line_filter: LineFilter, cap: int,

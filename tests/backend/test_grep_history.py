@@ -106,6 +106,15 @@ async def test_the_whole_count_comes_before_the_lines(tmp_path: Path) -> None:
         assert not any(p.counted for p in before)
 
 
+def scanners_once(count: int, timeout: float = 30) -> list[Path]:
+    """This process's scanner children once there are ``count`` (the pool starts and reaps
+    them in a thread of its own), or as they are when ``timeout`` ran out."""
+    deadline = time.monotonic() + timeout
+    while len(found := scanner_children()) != count and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return found
+
+
 def nice_of(proc: Path) -> int:
     return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[16])
 
@@ -114,28 +123,28 @@ async def test_scanners_started_ahead_are_used_then_made_again(tmp_path: Path) -
     """The console warms the pool when its grep input opens: the scan takes those processes
     (already started and niced, waiting for a job) and, once it is done, starts as many again
     for the next pattern; cooling ends them."""
-    run, hits = big_run(tmp_path, 50_000)
+    run, hits = big_run(tmp_path, 200_000)  # a scan that outlasts its first progress
     pool = ScannerPool()
     pool.warm(2)
     try:
-        ahead = {p.name for p in scanner_children()}
+        ahead = {p.name for p in scanners_once(2)}
         assert len(ahead) == 2
         deadline = time.monotonic() + 30  # each renices itself first thing
         while any(nice_of(Path("/proc", pid)) != os.nice(0) + 5 for pid in ahead):
             assert time.monotonic() < deadline
             time.sleep(0.005)
         f = LineFilter.parse("hit")
-        progress = grep_run(run, [0, 1], f, cap=1000, processes=2, interval=0.01, pool=pool)
+        progress = grep_run(run, [0, 1], f, cap=1000, processes=2, interval=0.001, pool=pool)
         first = await anext(progress)
         assert {p.name for p in scanner_children()} == ahead  # the scan's, none started cold
         seen = [first] + [p async for p in progress]
         alone = [p async for p in grep_run(run, [0, 1], f, cap=1000, processes=0)][-1].result
         assert seen[-1].result == alone and seen[-1].count == hits
-        again = {p.name for p in scanner_children()}
+        again = {p.name for p in scanners_once(2)}
         assert len(again) == 2 and not again & ahead
     finally:
         pool.cool()
-    assert scanner_children() == []
+    assert scanners_once(0) == []
 
 
 async def test_a_scanner_started_ahead_ends_when_its_console_goes(tmp_path: Path) -> None:
@@ -143,12 +152,10 @@ async def test_a_scanner_started_ahead_ends_when_its_console_goes(tmp_path: Path
     pipe closes) the scanner reads the end and exits, leaving nothing behind."""
     pool = ScannerPool()
     pool.warm(1)
+    scanners_once(1)
     proc = pool.take()
     assert proc is not None and proc.stdin is not None and proc.stdout is not None
     proc.stdin.close()
     assert proc.wait(timeout=30) == 0 and proc.stdout.read() == b""
     assert pool.take() is None
-    deadline = time.monotonic() + 10
-    while scanner_children() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert scanner_children() == []
+    assert scanners_once(0, timeout=10) == []

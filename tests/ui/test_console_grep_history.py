@@ -98,7 +98,7 @@ async def test_opening_the_grep_starts_its_scanners_and_closing_it_ends_them(
     as big enough for processes), so the pattern typed meanwhile does not wait for them to
     start; the scan takes them, and escape ends the ones started for the next pattern."""
     from sparktui.backend import history
-    from tests.backend.test_grep_history import scanner_children
+    from tests.backend.test_grep_history import scanner_children, scanners_once
 
     monkeypatch.setattr(history, "PROCESS_BYTES", 0)
     app = SparkApp(ConsoleOptions([RECIPES], None, state_root=state_dir(), recipe=DEMO, window=WINDOW))
@@ -109,13 +109,13 @@ async def test_opening_the_grep_starts_its_scanners_and_closing_it_ends_them(
         await wait_for(pilot, lambda: logs.run is not None, 20, "the run")
         assert scanner_children() == []
         await pilot.press("slash")
-        ahead = {p.name for p in scanner_children()}
+        ahead = {p.name for p in scanners_once(min(len(os.sched_getaffinity(0)), 4))}
         assert len(ahead) == min(len(os.sched_getaffinity(0)), 4) >= 1
         await pilot.press(*"needle only", "enter")
         await wait_for(pilot, lambda: logs.line_filter.text == "needle only" and not logs.scanning,
                        20, "the grep over the run's files")
         assert logs.matches == 1
-        ready = {p.name for p in scanner_children()}  # made again for the next pattern
+        ready = {p.name for p in scanners_once(len(ahead))}  # made again for the next pattern
         assert len(ready) == len(ahead) and not ready & ahead
         await pilot.press("slash", "escape")
         await wait_for(pilot, lambda: scanner_children() == [], 10, "the scanners to end")
