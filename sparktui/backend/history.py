@@ -153,9 +153,11 @@ async def _in_thread(paths: dict[int, Path], line_filter: LineFilter, cap: int,
 
 
 class _Scanner:
-    """One scanner process, read by a thread of its own (blocking reads let go of the GIL) that
-    keeps what it said so far and waits for its end: no asyncio child watcher, whose threads
-    race ``subprocess``'s own reaping on Python 3.11 ("Unknown child process pid ...")."""
+    """One scanner process (taken from the pool, or started by its reader thread: a fork and an
+    exec are no work for the event loop), read by a thread of its own (blocking reads let go of
+    the GIL) that keeps what it said so far and waits for its end: no asyncio child watcher,
+    whose threads race ``subprocess``'s own reaping on Python 3.11 ("Unknown child process pid
+    ...")."""
 
     def __init__(self, group: dict[int, Path], line_filter: LineFilter, cap: int,
                  counted: Callable[[], None], proc: subprocess.Popen[bytes] | None = None) -> None:
@@ -165,13 +167,22 @@ class _Scanner:
         self.on_counted = counted  # called from the reader thread
         self.result: tuple[list[LogLine], int, dict[int, int]] | None = None
         self.error: str | None = None
-        self.proc = proc or start_scanner()
+        self.proc = proc
+        self.ended = False
+        self._lock = threading.Lock()  # the reader thread starts the process; ``end`` may come first
         self.job = json.dumps({"pattern": line_filter.text, "cap": cap,
                                "paths": {str(r): str(p) for r, p in group.items()}}).encode()
 
     def listen(self) -> None:
-        """In a thread: the job in, frames out, until the scanner ends (or is ended)."""
-        stdin, stdout = self.proc.stdin, self.proc.stdout
+        """In a thread: the process started if none was given, the job in, frames out, until
+        the scanner ends (or is ended)."""
+        with self._lock:
+            if self.ended:  # ended before it began: a process taken from the pool is reaped
+                if self.proc is not None:
+                    _reap([self.proc])
+                return
+            proc = self.proc = self.proc or start_scanner()
+        stdin, stdout = proc.stdin, proc.stdout
         assert stdin is not None and stdout is not None
         try:
             with contextlib.suppress(BrokenPipeError):
@@ -195,12 +206,15 @@ class _Scanner:
                     self.error = str(said[1])
         finally:
             stdout.close()
-            self.proc.wait()
+            proc.wait()
 
     def end(self) -> None:
-        if self.proc.poll() is None:
+        with self._lock:
+            self.ended = True
+            proc = self.proc
+        if proc is not None and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                self.proc.kill()
+                proc.kill()
 
 
 def scanner_command() -> list[str]:
