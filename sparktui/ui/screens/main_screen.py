@@ -137,7 +137,9 @@ class MainScreen(LogKeys, Jobs):
         self.ranks_table.set_compact(narrow)
         footer = self.query_one(Footer)
         footer.compact = narrow
-        footer.show_command_palette = not narrow
+        if footer.show_command_palette == narrow:  # Textual's footer composes its keys once:
+            footer.show_command_palette = not narrow  # a change after that shows only when
+            footer.refresh(recompose=True)  # it composes them again
 
     def on_mount(self) -> None:
         self.query_one(RecipeList).border_title = "Recipes"

@@ -1,0 +1,28 @@
+"""The console made narrow and wide again, as an operator's terminal is: the footer follows (no
+command palette key when narrow; once it stayed after shrinking, half over the other keys)."""
+
+from __future__ import annotations
+
+from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
+
+from sparktui.ui.app import SparkApp
+from sparktui.ui.options import ConsoleOptions
+from tests.conftest import CLUSTER4, RECIPES
+from tests.ui.conftest import wait_for
+
+
+def palette_keys(app: SparkApp) -> list[FooterKey]:
+    return list(app.main_screen.query_one(Footer).query(".-command-palette").results(FooterKey))
+
+
+async def test_the_footer_follows_the_terminal_to_60x20_and_back() -> None:
+    app = SparkApp(ConsoleOptions([RECIPES], CLUSTER4, live=False, recipe="demo-tp4",
+                                  remember=False, cursor_blink=False))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, app.main_screen.ready.is_set, 15, "the console to open")
+        await wait_for(pilot, lambda: len(palette_keys(app)) == 1, 5, "the palette key")
+        await pilot.resize_terminal(60, 20)
+        await wait_for(pilot, lambda: not palette_keys(app), 5, "the narrow footer")
+        await pilot.resize_terminal(120, 40)
+        await wait_for(pilot, lambda: len(palette_keys(app)) == 1, 5, "the wide footer again")
