@@ -64,11 +64,38 @@ def verb(name: str, help: str, description: str | None = None) -> Callable[[Decl
     return register
 
 
+class _Help(argparse.HelpFormatter):
+    """argparse's help, as wide as the terminal, found without ``shutil``: argparse makes a
+    formatter for every argument added and imports ``shutil`` (and with it ``bz2``, ``lzma``)
+    for its width, about 1.3 ms at every start. Same answer as ``shutil.get_terminal_size``
+    (tests/cli/test_start.py)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position,
+                         _columns() - 2 if width is None else width)
+
+
+def _columns() -> int:
+    """``$COLUMNS`` when a positive number, else the width of the terminal on stdout, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns if columns > 0 else 80
+
+
 def parser(only: str | None = None) -> argparse.ArgumentParser:
     """Every verb's arguments, or only those of the verb ``only`` (``verb_of``): argparse
     formats each argument's help as it is added, about 5 ms for all of them at every start."""
     ap = argparse.ArgumentParser(
         prog="sparktui",
+        formatter_class=_Help,
         description="Console for LLM inference engines across small GPU clusters. "
                     "Without a command, opens the console.",
     )
@@ -81,7 +108,8 @@ def parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     for name, (summary, description, declare) in VERBS.items():
         if only is None or name == only:
-            declare(sub.add_parser(name, help=summary, description=description))
+            declare(sub.add_parser(name, help=summary, description=description,
+                                    formatter_class=_Help))
     return ap
 
 
@@ -238,7 +266,8 @@ def _watch(p: argparse.ArgumentParser) -> None:
 def _image(p: argparse.ArgumentParser) -> None:
     verbs = p.add_subparsers(dest="image_command", metavar="VERB", required=True)
     s = verbs.add_parser("sync", help="copy the recipe's image to every node that lacks it or holds "
-                                      "another build (from one save stream, all nodes at once)")
+                                      "another build (from one save stream, all nodes at once)",
+                         formatter_class=_Help)
     _common(s)
     s.add_argument("--from", dest="source", metavar="NODE|local",
                    help="where to copy from: a node of the cluster, or local (this machine's "

@@ -52,6 +52,21 @@ def test_version_help_and_completion_load_only_the_parser(tmp_path: Path, words:
     assert code == 0
     assert out  # it did its job: a version, the help, a script, recipe names
     assert loaded(modules, HEAVY + MODELS_AND_RICH) == []
+    # argparse's width without shutil, the user's folders without platformdirs (plain Linux)
+    assert loaded(modules, ("shutil", "platformdirs")) == []
+
+
+@pytest.mark.parametrize("columns", [None, "", "50", "200", "0", "-3", "wide"])
+def test_help_is_as_wide_as_shutil_says(monkeypatch: pytest.MonkeyPatch, columns: str | None) -> None:
+    import shutil
+
+    from sparktui.cli import _columns
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert _columns() == shutil.get_terminal_size().columns
 
 
 @pytest.mark.parametrize("words", [("validate", str(SEED)), ("plan", str(SEED)),
