@@ -15,15 +15,18 @@ import io
 import marshal
 import os
 import signal
-import threading
+import sys
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.errors import SparkError
 from sparktui.core.rungrep import BLOCK_BYTES, Found, file_size, rank_found
+
+TYPE_CHECKING = False  # ``typing`` is not imported on the path of ``sparktui logs`` (2 ms)
+if TYPE_CHECKING:
+    from typing import Any
 
 PARALLEL_BYTES = 32 << 20
 """Below this a run is searched in this process: a fork and its pipe cost about a millisecond,
@@ -58,7 +61,8 @@ def searching(paths: dict[int, Path], search: BlockSearch, *, size: int = BLOCK_
     here. Workers are ended on the way out."""
     if workers is None:
         big = sum(map(file_size, paths.values())) >= PARALLEL_BYTES
-        alone = hasattr(os, "fork") and threading.active_count() == 1
+        threading = sys.modules.get("threading")  # never imported: no thread was started
+        alone = hasattr(os, "fork") and (threading is None or threading.active_count() == 1)
         workers = cpus() if big and alone else 1
     if workers < 2 or len(paths) < 2:
         yield {rank: rank_found(path, rank, search, size=size) for rank, path in paths.items()}

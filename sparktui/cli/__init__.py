@@ -15,11 +15,14 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from sparktui import __version__
 from sparktui.cli import exits
 from sparktui.core.errors import ConfigError, SetupError, SparkError
+
+TYPE_CHECKING = False  # ``typing`` is not imported on the path of ``sparktui logs`` (2 ms)
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 Handler = Callable[[argparse.Namespace], int]
 

@@ -28,9 +28,14 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable, Iterable
-from typing import Any, AnyStr, Final, Literal, NamedTuple
 
 from sparktui.core.linefilter import LineFilter, quiet_regex
+
+TYPE_CHECKING = False  # ``typing`` is not imported on the path of ``sparktui logs`` (2 ms)
+if TYPE_CHECKING:
+    from typing import Any, AnyStr, Final, Literal
+
+    Mode = Literal["all", "full", "literal", "lines"]
 
 
 def _module(name: str, before_3_11: str) -> Any:
@@ -46,7 +51,6 @@ def _module(name: str, before_3_11: str) -> Any:
 _sre = _module("re._constants", "sre_constants")
 _sre_parse = _module("re._parser", "sre_parse")
 
-Mode = Literal["all", "full", "literal", "lines"]
 Span = tuple[int, int, int]
 """A kept line: ``(start, tab, end)`` in its buffer; ``tab`` is -1 when the line has none (then
 all of it is the time stamp and its text is empty); ``end`` is where its ``\\n`` is."""
@@ -171,22 +175,31 @@ def _starts_uncased(data: list[tuple[Any, Any]]) -> bool:
     return bool(data) and data[0][0] is _sre.LITERAL and chr(data[0][1]).lower() == chr(data[0][1]).upper()
 
 
-class _Way(NamedTuple):
-    """How to search one kind of block (bytes or text)."""
+class _Way:
+    """How to search one kind of block (bytes or text). The classes here are plain, not
+    NamedTuples: ``typing`` is not imported on the path of ``sparktui logs``."""
 
-    finder: re.Pattern[Any] | None  # None: every line goes to the check
-    exact: bool  # a hit in a line's text is a match (the finder is the filter's regex)
-    lower: bool  # search the block lowercased (the finder is a lowercase literal)
-    check: Callable[[Any], bool]  # the filter's regex on one line's text: matched or not
+    __slots__ = ("check", "exact", "finder", "lower")
+
+    def __init__(self, finder: re.Pattern[Any] | None, exact: bool, lower: bool,
+                 check: Callable[[Any], bool]) -> None:
+        self.finder = finder  # None: every line goes to the check
+        self.exact = exact  # a hit in a line's text is a match (the finder is the filter's regex)
+        self.lower = lower  # search the block lowercased (the finder is a lowercase literal)
+        self.check = check  # the filter's regex on one line's text: matched or not
 
 
-class BlockSearch(NamedTuple):
+class BlockSearch:
     """Where in a block of lines to look for the lines ``line_filter`` keeps (see the module)."""
 
-    line_filter: LineFilter
-    mode: Mode
-    text: _Way | None = None  # over a decoded block
-    ascii: _Way | None = None  # over an ASCII block as bytes; None: decode it too
+    __slots__ = ("ascii", "line_filter", "mode", "text")
+
+    def __init__(self, line_filter: LineFilter, mode: Mode, text: _Way | None = None,
+                 ascii: _Way | None = None) -> None:
+        self.line_filter = line_filter
+        self.mode = mode
+        self.text = text  # over a decoded block
+        self.ascii = ascii  # over an ASCII block as bytes; None: decode it too
 
     @classmethod
     def of(cls, line_filter: LineFilter) -> BlockSearch:
@@ -270,14 +283,17 @@ class BlockSearch(NamedTuple):
         return Kept(buf, lo, hi, _others(buf, lo, hi, found) if invert else found, len(found))
 
 
-class Kept(NamedTuple):
+class Kept:
     """What a block holds for the filter: ``spans`` index ``buf``, whose lines are ``lo:hi``."""
 
-    buf: bytes | str
-    lo: int
-    hi: int
-    spans: list[Span]
-    matched: int  # lines the pattern matched (kept or, inverted, dropped)
+    __slots__ = ("buf", "hi", "lo", "matched", "spans")
+
+    def __init__(self, buf: bytes | str, lo: int, hi: int, spans: list[Span], matched: int) -> None:
+        self.buf = buf
+        self.lo = lo
+        self.hi = hi
+        self.spans = spans
+        self.matched = matched  # lines the pattern matched (kept or, inverted, dropped)
 
     def dense(self, before: bool) -> bool:
         """Whether to test every line of the next block: a line in three or more of this one

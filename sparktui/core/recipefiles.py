@@ -7,7 +7,6 @@ ended finds the run's folder (named by the recipe's slug) without loading them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
 
 
 def slug_for(path: Path | None) -> str:
@@ -40,9 +39,15 @@ def locate(arg: str, recipes_dirs: list[Path]) -> Path | None:
     return None
 
 
-class RecipeEntry(NamedTuple):
-    slug: str
-    path: Path
+class RecipeEntry:
+    """A recipe found in a folder (plain, not a NamedTuple: no ``typing`` on the path of
+    ``sparktui logs``)."""
+
+    __slots__ = ("path", "slug")
+
+    def __init__(self, slug: str, path: Path) -> None:
+        self.slug = slug
+        self.path = path
 
 
 def list_recipes(folder: Path) -> list[RecipeEntry]:

@@ -17,13 +17,15 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
-import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Final, NamedTuple
 
 from sparktui.core.blockgrep import BlockSearch
+
+TYPE_CHECKING = False  # ``typing`` is not imported on the path of ``sparktui logs`` (2 ms)
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 BLOCK_BYTES: Final = 256 << 10
 """Bytes read and searched at once: a block stays in the CPU's cache between the read, the
@@ -205,7 +207,7 @@ collection walked them all and stopped the console for 200-300 ms under a log fl
 (docs/benchmarks.md, UI flood)."""
 
 
-_Kept = tuple[int, int, Any, int]
+_Kept = tuple[int, int, "Any", int]
 """A kept line between the passes: ``(block index, start in its buffer, the line, where its tab
 is from the start)``; the line is bytes or, from a decoded block, text."""
 
@@ -218,10 +220,25 @@ def file_size(path: Path) -> int:
         return 0
 
 
-class ScanResult(NamedTuple):
-    lines: list[LogLine]  # the newest ``cap`` kept lines, in capture order
-    total: int  # every kept line
-    scanned: dict[int, int]  # per rank, the last line number read
+class ScanResult:
+    """What a scan found (plain, not a NamedTuple: no ``typing`` on the path of
+    ``sparktui logs``)."""
+
+    __slots__ = ("lines", "scanned", "total")
+
+    def __init__(self, lines: list[LogLine], total: int, scanned: dict[int, int]) -> None:
+        self.lines = lines  # the newest ``cap`` kept lines, in capture order
+        self.total = total  # every kept line
+        self.scanned = scanned  # per rank, the last line number read
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ScanResult) and (self.lines, self.total, self.scanned) == (
+            other.lines, other.total, other.scanned)
+
+    __hash__ = None  # type: ignore[assignment]  # holds lists
+
+    def __repr__(self) -> str:
+        return f"ScanResult({len(self.lines)} lines, total={self.total}, scanned={self.scanned})"
 
 
 class RunScan:
@@ -240,6 +257,8 @@ class RunScan:
         self.counted = False  # every file searched: ``count`` is the whole (the lines come after)
         self.done_bytes = 0
         self.total_bytes = 0  # the files' sizes when the scan started
+        import threading  # the console's: not on the path of ``sparktui logs`` (1 ms)
+
         self._stop = threading.Event()
 
     @property

@@ -15,19 +15,21 @@ an fsync on the event loop held the console's keys up for tens of milliseconds o
 
 from __future__ import annotations
 
+import _thread
 import fcntl
 import json
 import os
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
 
 from sparktui.core.names import check_name, child, is_safe
 from sparktui.core.redact import Redactor
 
-if TYPE_CHECKING:  # the plan's models (pydantic) are not needed to read a run's files
+TYPE_CHECKING = False  # ``typing`` is not imported on the path of ``sparktui logs`` (2 ms)
+if TYPE_CHECKING:  # nor are the plan's models (pydantic) needed to read a run's files
+    from typing import IO, Any
+
     from sparktui.core.plan import Plan
 
 MARKER = "--- sparktui: "
@@ -142,7 +144,7 @@ class RankLog:
         return self.count
 
 
-Cursor = dict[str, Any]  # {"container_id": str, "cursor": str | None, "lines": int, "bytes": int}
+Cursor = dict[str, "Any"]  # {"container_id": str, "cursor": str | None, "lines": int, "bytes": int}
 CURSOR_SAVE_S = 0.5  # at most this often while following (see the module docstring)
 
 
@@ -159,7 +161,7 @@ class Run:
         self._cursors_saved = 0.0  # monotonic time of the last write (or snapshot taken to write)
         self._cursor_seq = 0  # snapshots taken
         self._cursor_written = 0  # the newest snapshot on disk
-        self._cursor_write = threading.Lock()
+        self._cursor_write = _thread.allocate_lock()  # threading.Lock, without importing threading
         self.redactor = Redactor(())  # the plan's secrets
 
     @property

@@ -22,7 +22,7 @@ import json, sys
 out, sys.argv[1:] = sys.argv[1], sys.argv[2:]
 from sparktui.cli import main
 try:
-    code = main()
+    code = main(sys.argv[1:])  # as a call: it returns (as the program it may end at once)
 except SystemExit as exc:
     code = exc.code
 with open(out, "w") as f:
@@ -54,6 +54,26 @@ def test_version_help_and_completion_load_only_the_parser(tmp_path: Path, words:
     assert loaded(modules, HEAVY + MODELS_AND_RICH) == []
     # argparse's width without shutil, the user's folders without platformdirs (plain Linux)
     assert loaded(modules, ("shutil", "platformdirs")) == []
+
+
+def test_grep_of_an_ended_run_loads_only_what_it_needs(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sparktui logs --grep`` of an ended run is a race with ``grep`` (bench/grep.py): no
+    module it does not use, and none of the ones that were taken off its path come back."""
+    from sparktui.core.runstore import RunStore
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    run = RunStore(tmp_path / "state" / "sparktui").create("demo-tp4")
+    run.event("up")
+    run.log(0).append([("2026-01-01T00:00:00.000000000Z", "served_model x")])
+    run.event("down", kept=[])
+    code, out, modules = run_verb(tmp_path, "logs", "demo-tp4", "--grep", "served")
+    assert code == 0
+    assert "served_model x" in out
+    assert loaded(modules, ("sparktui.backend",)) == ["sparktui.backend", "sparktui.backend.grepwork"]
+    assert loaded(modules, ("textual", "docker", "asyncssh", "sparktui.ui", *MODELS_AND_RICH,
+                            "typing", "threading", "dataclasses", "datetime", "shutil",
+                            "platformdirs", "tomllib", "hashlib", "importlib.resources")) == []
 
 
 @pytest.mark.parametrize("columns", [None, "", "50", "200", "0", "-3", "wide"])
