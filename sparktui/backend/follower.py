@@ -176,11 +176,18 @@ class LogFollower:
 
     def _exited(self, info: RankInfo, st: ContainerState) -> None:
         info.exit_code = st.exit_code
-        if info.stopping:
-            self.board.set_state(info, "stopped", f"exit code {st.exit_code}")
+        if info.stopping:  # by down: once removed its code is gone, and "removed by down" says it
+            if st.exit_code is not None:
+                self.board.set_state(info, "stopped", f"exit code {st.exit_code}")
             return
         tail = " | ".join(list(info.last_lines)[-3:])
-        detail, when = f"exited with code {st.exit_code}: {tail}", ts_epoch(st.finished_at)
+        if st.exit_code is not None:
+            how = f"exited with code {st.exit_code}"
+        elif st.status == "missing":
+            how = "its container was removed outside sparktui"
+        else:
+            how = "exited (no exit code)"
+        detail, when = f"{how}: {tail}", ts_epoch(st.finished_at)
         if info.state == "failed":  # failed already (its group fell, or a fatal line)
             self.board.failed_on_its_own(info, detail, when)
             self.board.end_boot(info)  # its container is gone: so is its boot
