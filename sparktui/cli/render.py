@@ -198,7 +198,8 @@ def status_table(title: str, rows: Sequence[dict[str, object]]) -> Table:
         state = str(r["state"])
         table.add_row(plain(r["rank"]), plain(r["node"]),
                       plain((state, STATE_STYLE.get(state, ""))),
-                      plain(str(r["container_id"] or "-")[:12]), plain(r["exit_code"] or ""),
+                      plain(str(r["container_id"] or "-")[:12]),
+                      plain("" if r["exit_code"] is None else r["exit_code"]),  # 0: a clean exit
                       plain(f"{checks['passed']}/{total}{failed}"), plain(r["health"] or "-"),
                       plain(r["restarts"]), plain(r["detail"]))
     return table

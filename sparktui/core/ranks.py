@@ -122,7 +122,7 @@ class RankInfo:
             return
         self.exit_code = exit_code
         self.state = "failed" if exit_code not in (0, None) else "stopped"
-        self.detail = f"exited with code {exit_code}"
+        self.detail = "not running (no exit code)" if exit_code is None else f"exited with code {exit_code}"
 
     def new_launch(self) -> None:
         """A new run: what the last one left (exit code, health, container, lines) is gone."""

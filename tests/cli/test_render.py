@@ -37,6 +37,10 @@ def test_status_table_has_a_row_per_rank() -> None:
     assert text.splitlines()[0].rstrip() == "Demo · run demo-1"
     assert "0123456789ab " in text and "0123456789abc" not in text  # a short container id
     assert "3/4" in text and "1/3 ✗2" in text and "boom" in text
+    assert "None" not in text
+    [line] = [ln for ln in shown(render.status_table("t", [row(state="stopped", exit_code=0)]))
+              .splitlines() if "stopped" in ln]
+    assert [cell.strip() for cell in line.split("│")][4:6] == ["0123456789ab", "0"]  # a clean exit
 
 
 def test_status_table_prints_outside_values_verbatim() -> None:

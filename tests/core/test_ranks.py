@@ -132,13 +132,19 @@ def test_vllm_headless_worker_is_ready_when_running_and_the_head_is_ready() -> N
 def test_a_rank_that_exited_is_failed_not_ready(eng: Engine) -> None:
     info = rank("booting", 1, health=200)
     info.observe("c1", running=False, exit_code=137)
-    assert info.state == "failed"
+    assert (info.state, info.detail) == ("failed", "exited with code 137")
     assert not ready(info, eng, line=True, head_line=True, head_ready=True)
     # only a booting rank becomes ready
     for state in set(STATES) - {"booting"}:
         for r in (0, 1):
             assert not ready(rank(state, r, health=200), eng, line=True, head_line=True,
                              head_ready=True)
+
+
+def test_a_rank_found_not_running_without_an_exit_code_says_so() -> None:
+    info = rank("booting", 0)
+    info.observe("c0", running=False, exit_code=None)
+    assert (info.state, info.detail) == ("stopped", "not running (no exit code)")
 
 
 def test_first_failures_orders_by_when_it_happened() -> None:
