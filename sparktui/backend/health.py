@@ -8,11 +8,12 @@ port need not be open to the operator's machine, and an engine bound to ``0.0.0.
 node's loopback answers there alike.
 
 Rate: a booting rank every ``HEALTH_BOOTING_S``, a ready one every ``interval`` (``[health]
-interval``, 10 s by default) and only its first probe: each request is a line in the engine's
-access log. A rank's ready line (``Board.probe_soon``) gets the booting ranks probed at once, then
-every ``SOON_S`` for ``SOON_WINDOW_S``: an SGLang worker is ready by its ``/health`` once rank 0's
-line appeared, and waiting for the next 1 s tick put up to a second between the last ready line
-and ready (docs/benchmarks.md, launch). A rank that does not run (failed, stopped, restarting, not
+interval``, 10 s by default) and only its first probe, once it answered 200 (before, at the
+booting rate): each request is a line in the engine's access log. A rank's ready line
+(``Board.probe_soon``) gets the booting ranks probed at once, then every ``SOON_S`` for
+``SOON_WINDOW_S``: an SGLang worker is ready by its ``/health`` once rank 0's line appeared, and
+waiting for the next 1 s tick put up to a second between the last ready line and ready
+(docs/benchmarks.md, launch). A rank that does not run (failed, stopped, restarting, not
 launched) or opens no port (a headless worker) is not probed and shows no code.
 """
 
@@ -87,7 +88,10 @@ class HealthProber:
         await self.probe_ranks(list(self.board.ranks))
 
     def period(self, info: RankInfo) -> float:
-        if info.state == "ready":
+        """A ready rank whose last answer was not 200 (a head made ready by its ready line while
+        its last probe, from booting, said 503) is asked again at the booting rate: the code
+        beside "ready" is what the engine says now, not a stale 503 for a whole interval."""
+        if info.state == "ready" and info.health == 200:
             return self.interval
         return SOON_S if time.monotonic() < self._soon_until else HEALTH_BOOTING_S
 

@@ -232,6 +232,34 @@ async def test_a_ready_line_gets_the_booting_ranks_probed_at_once(
             await task
 
 
+async def test_a_head_ready_by_its_line_shows_its_health_now_not_its_booting_503(
+        engines: tuple[Plan, Board, list[Event], list[StandInEngine]]) -> None:
+    """Seen under tmux: rank 0 "ready" beside a 503 for a whole interval, the answer of its
+    last probe while booting. Until it answers 200 it is asked at the booting rate."""
+    plan, board, _events, stand_ins = engines
+    head = board.ranks[0]
+    board.set_state(head, "creating")
+    board.set_state(head, "booting")
+    stand_ins[0].status = 503
+    prober = HealthProber(board, transports(plan, board), interval=3600.0)
+    task = asyncio.create_task(prober.loop())
+    try:
+        await until(lambda: head.health == 503, "the booting probe")
+        board.checks.feed(0, [(1, "The server is fired up and ready to roll!")])
+        board.apply_checks(head)
+        assert (head.state, head.health) == ("ready", 503)
+        stand_ins[0].status = 200
+        await until(lambda: head.health == 200, "the ready head asked again", timeout=3.0)
+        asked = len(stand_ins[0].seen)
+        await asyncio.sleep(1.5)
+        assert len(stand_ins[0].seen) == asked  # healthy and ready: the next is an interval away
+    finally:
+        prober.closed = True
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
 async def test_a_rank_that_leaves_the_running_states_shows_no_code(
         engines: tuple[Plan, Board, list[Event], list[StandInEngine]]) -> None:
     plan, board, events, stand_ins = engines
