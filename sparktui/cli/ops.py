@@ -260,7 +260,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                                "sample": t.sample.to_json() if t.sample else None} for t in nodes],
                 }, indent=2))
                 return 0
-            out.print(render.status_table(
+            out.print(render.status_view(
                 f"{orch.recipe.title} · run {orch.run.id if orch.run else '-'}", rows))
             for phrase in held_groups(orch.held):
                 out.print(plain(("not yours", "yellow"), f": {phrase}; --adopt takes them over"))

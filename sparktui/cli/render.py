@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
@@ -184,12 +185,16 @@ def _hides(text: Text, info: RecipeInfo) -> Text:
     return text
 
 
-def status_table(title: str, rows: Sequence[dict[str, object]]) -> Table:
-    """``sparktui status``: one row per rank, as ``Orchestrator.status()`` lists them."""
-    table = Table(title=plain(title), title_justify="left")
-    for col in ("rank", "node", "state", "container", "exit", "checks", "health", "restarts",
-                "detail"):
-        table.add_column(col, overflow="fold")
+def status_view(title: str, rows: Sequence[dict[str, object]]) -> Group:
+    """``sparktui status``: a row per rank, as ``Orchestrator.status()`` lists them, then each
+    rank's detail on a line of its own. Columns apart by a space, no borders (as ``docker ps``
+    prints): they fit 80 (a pipe's width) unfolded; boxed, with a ninth for the detail, they
+    folded "containe/r" and every id, and left the detail a few letters."""
+    table = Table(title=plain(title), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+                  pad_edge=False, collapse_padding=True)
+    for col in ("rank", "node", "state", "container", "exit", "checks", "health", "restarts"):
+        table.add_column(col, no_wrap=True)
+    details: list[Text] = []
     for r in rows:
         checks = r["checks"]
         assert isinstance(checks, dict)
@@ -201,8 +206,10 @@ def status_table(title: str, rows: Sequence[dict[str, object]]) -> Table:
                       plain(str(r["container_id"] or "-")[:12]),
                       plain("" if r["exit_code"] is None else r["exit_code"]),  # 0: a clean exit
                       plain(f"{checks['passed']}/{total}{failed}"), plain(r["health"] or "-"),
-                      plain(r["restarts"]), plain(r["detail"]))
-    return table
+                      plain(r["restarts"]))
+        if r["detail"]:
+            details.append(plain((f"r{r['rank']} ", "bold"), r["detail"]))
+    return Group(table, *details)
 
 
 def ranks_text(ranks: str | list[int]) -> str:

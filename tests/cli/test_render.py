@@ -30,21 +30,37 @@ def row(**over: object) -> dict[str, object]:
     return {**base, **over}
 
 
-def test_status_table_has_a_row_per_rank() -> None:
-    text = shown(render.status_table("Demo · run demo-1", [
+def test_status_view_has_a_row_per_rank() -> None:
+    text = shown(render.status_view("Demo · run demo-1", [
         row(), row(rank=1, node="spark2", state="failed", container_id=None, exit_code=1,
                    checks={"passed": 1, "failed": 2, "pending": 0}, health=None, detail="boom")]))
     assert text.splitlines()[0].rstrip() == "Demo · run demo-1"
     assert "0123456789ab " in text and "0123456789abc" not in text  # a short container id
     assert "3/4" in text and "1/3 ✗2" in text and "boom" in text
     assert "None" not in text
-    [line] = [ln for ln in shown(render.status_table("t", [row(state="stopped", exit_code=0)]))
+    [line] = [ln for ln in shown(render.status_view("t", [row(state="stopped", exit_code=0)]))
               .splitlines() if "stopped" in ln]
-    assert [cell.strip() for cell in line.split("│")][4:6] == ["0123456789ab", "0"]  # a clean exit
+    assert line.split()[3:5] == ["0123456789ab", "0"]  # a clean exit
 
 
-def test_status_table_prints_outside_values_verbatim() -> None:
-    text = shown(render.status_table(f"title {MARKUP}", [row(node=f"n{MARKUP}", detail=MARKUP,
+def test_status_view_fits_a_pipe_and_gives_each_detail_a_line() -> None:
+    """80 columns (what Rich gives a pipe): no header or id folded, the details below."""
+    buf = io.StringIO()
+    Console(file=buf, width=80, color_system=None, highlight=False).print(render.status_view("t", [
+        row(state="restarting", detail="exited with code 137: NCCL error, then a long tail of "
+                                       "the engine's last lines that goes on and on"),
+        row(rank=1, node="spark2")]))
+    lines = buf.getvalue().splitlines()
+    assert max(map(len, lines)) <= 80
+    assert lines[1].split() == ["rank", "node", "state", "container", "exit", "checks", "health",
+                                "restarts"]
+    assert lines[3].split()[:4] == ["0", "spark1", "restarting", "0123456789ab"]
+    assert lines[5].startswith("r0 exited with code 137: NCCL error")
+    assert not any(ln.startswith("r1 ") for ln in lines)  # no detail, no line
+
+
+def test_status_view_prints_outside_values_verbatim() -> None:
+    text = shown(render.status_view(f"title {MARKUP}", [row(node=f"n{MARKUP}", detail=MARKUP,
                                                              state="[/x]")]))
     assert text.splitlines()[0].rstrip() == f"title {MARKUP}"
     assert text.count(MARKUP) == 3 and "[/x]" in text
