@@ -125,8 +125,10 @@ class RankInfo:
         self.detail = "not running (no exit code)" if exit_code is None else f"exited with code {exit_code}"
 
     def new_launch(self) -> None:
-        """A new run: what the last one left (exit code, health, container, lines) is gone."""
+        """A new run: what the last one left (exit code, health, container, lines, restarts: a
+        run's count, as a console that attaches to it later counts them) is gone."""
         self.exit_code, self.health, self.container_id = None, None, None
+        self.restarts = 0
         self.removed = self.probed = False
         self.last_lines.clear()
 

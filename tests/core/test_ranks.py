@@ -147,6 +147,15 @@ def test_a_rank_found_not_running_without_an_exit_code_says_so() -> None:
     assert (info.state, info.detail) == ("stopped", "not running (no exit code)")
 
 
+def test_a_new_launch_starts_the_restart_count_over() -> None:
+    """The count is the run's: a console that attaches later counts the run's restart events,
+    so the one that launched a new run after restarts in the last must not carry them over."""
+    info = rank("failed", 2)
+    info.restarts, info.exit_code, info.health = 3, 137, 503
+    info.new_launch()
+    assert (info.restarts, info.exit_code, info.health, info.container_id) == (0, None, None, None)
+
+
 def test_first_failures_orders_by_when_it_happened() -> None:
     a, b, c = rank("booting", 0), rank("booting", 1), rank("booting", 2)
     b.move("failed", when=10.0)
