@@ -44,11 +44,15 @@ class StagingPanel(Vertical):
         await self.mount_all(self._row(node) for node in self.nodes)
 
     def _row(self, node: str) -> Horizontal:
+        """Before the node's agent reports, nothing runs: no phase, no bar (an indeterminate
+        bar pulsed beside "waiting" as if staging were under way), and the key that starts it."""
+        bar = ProgressBar(total=None, show_eta=False, show_percentage=True)
+        bar.display = False
         return Horizontal(
             Label(node, classes="node", markup=False),
-            Label("waiting", classes="phase", markup=False),
-            ProgressBar(total=None, show_eta=False, show_percentage=True),
-            Label("", classes="info", markup=False),
+            Label("-", classes="phase", markup=False),
+            bar,
+            Label("s stages and verifies", classes="info", markup=False),
             id=f"stage-{_safe(node)}",
         )
 
@@ -62,6 +66,8 @@ class StagingPanel(Vertical):
         row.set_class(p.phase == "done", "-done")
         row.query_one(".phase", Label).update(p.phase)
         progress = row.query_one(ProgressBar)
+        # a bar that pulses (no total yet) says work goes on: not beside a failure or an end
+        progress.display = bool(p.bytes_total) or p.phase not in ("failed", "done")
         if p.bytes_total:
             progress.update(total=p.bytes_total, progress=p.bytes_done)
         info = row.query_one(".info", Label)
