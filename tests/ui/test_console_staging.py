@@ -10,6 +10,7 @@ from textual.widgets import Label, ProgressBar
 from sparktui.config import state_dir
 from sparktui.ui.app import SparkApp
 from sparktui.ui.options import ConsoleOptions
+from sparktui.ui.widgets.one_line import OneLine
 from tests.conftest import SEED
 from tests.ui.conftest import wait_for
 
@@ -41,7 +42,7 @@ async def test_stage_shows_progress_per_node(staged_recipe: tuple[Path, Path]) -
         row = main.staging.query_one("#stage-local0")
         assert str(row.query_one(".phase", Label).render()) == "-"
         assert not row.query_one(ProgressBar).display
-        assert str(row.query_one(".info", Label).render()) == "s stages and verifies"
+        assert row.query_one(".info", OneLine).text == "s stages and verifies"
         await pilot.press("s")
         await wait_for(pilot, lambda: len(main.staging.last) == 4 and
                        all(p.phase == "done" for p in main.staging.last.values()), 60, "staging done")
@@ -75,6 +76,9 @@ async def test_a_failed_stage_shows_why_and_no_bar_at_work(tmp_path: Path,
         for node in main.staging.nodes:
             row = main.staging.query_one(f"#stage-{node}")
             assert not row.query_one(ProgressBar).display
-            assert "checkpoint folder" in str(row.query_one(".info", Label).render())
+            info = row.query_one(".info", OneLine)
+            said = str(info.render())  # what the row shows: one line, both ends of the sentence
+            assert said.startswith("checkpoint folder ") and said.endswith(" does not exist"), said
+            assert "…" in said and len(said) == info.content_size.width
         await wait_for(pilot, lambda: main.busy is None, 10, "the stage action to end")
         await pilot.press("q")

@@ -15,6 +15,7 @@ from sparktui.ui.logstore import NO, TEXT, TS, LogStore, line_of, read_tail
 from sparktui.ui.screens.add_check_screen import parse_ranks
 from sparktui.ui.settings import load_settings, load_state, save_state
 from sparktui.ui.themes import ThemeFileError, load_themes, rank_colors, theme_from_data
+from sparktui.ui.widgets.one_line import middle_cut
 from tests.conftest import ROOT
 
 
@@ -112,3 +113,14 @@ def test_the_console_settles_the_garbage_collector_in_its_own_process() -> None:
             "assert gc.get_freeze_count() > 1000, gc.get_freeze_count(); print('ok')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+@pytest.mark.parametrize("width", [0, 1, 2, 5, 17, 40, 80])
+def test_a_cut_line_keeps_both_ends_in_its_width(width: int) -> None:
+    sentence = "checkpoint folder /srv/hf/hub/models--x--y/snapshots/0123456789abcdef does not exist"
+    cut = middle_cut(sentence, width)
+    assert len(cut) == min(width, len(sentence))
+    if 5 <= width < len(sentence):
+        assert cut.startswith(sentence[:2]) and cut.endswith(sentence[-2:]) and "…" in cut
+    assert middle_cut(sentence, len(sentence)) == sentence
+

@@ -8,6 +8,7 @@ from textual.widgets import Label, ProgressBar
 from sparktui.backend.events import StagingProgress
 from sparktui.core.units import format_bytes
 from sparktui.ui.formatting import eta, rate
+from sparktui.ui.widgets.one_line import OneLine
 
 
 def _safe(name: str) -> str:
@@ -52,7 +53,7 @@ class StagingPanel(Vertical):
             Label(node, classes="node", markup=False),
             Label("-", classes="phase", markup=False),
             bar,
-            Label("s stages and verifies", classes="info", markup=False),
+            OneLine("s stages and verifies", classes="info"),
             id=f"stage-{_safe(node)}",
         )
 
@@ -70,15 +71,15 @@ class StagingPanel(Vertical):
         progress.display = bool(p.bytes_total) or p.phase not in ("failed", "done")
         if p.bytes_total:
             progress.update(total=p.bytes_total, progress=p.bytes_done)
-        info = row.query_one(".info", Label)
-        if p.phase == "failed":
-            info.update(p.error or "failed")
+        info = row.query_one(".info", OneLine)
+        if p.phase == "failed":  # the row names the node already; the sentence's end must show
+            info.text = (p.error or "failed").removeprefix(f"{p.node}: ")
         elif p.phase == "done":
-            info.update(f"{format_bytes(p.bytes_total)} in place")
+            info.text = f"{format_bytes(p.bytes_total)} in place"
         else:
             done = f"{format_bytes(p.bytes_done)} / {format_bytes(p.bytes_total)}" if p.bytes_total else ""
             file = f"  {p.file}" if p.file else ""
-            info.update(f"{done}  {rate(p.rate)}  ETA {eta(p.eta)}{file}".strip())
+            info.text = f"{done}  {rate(p.rate)}  ETA {eta(p.eta)}{file}".strip()
 
     def fraction(self, node: str) -> tuple[float, str] | None:
         p = self.last.get(node)
