@@ -81,4 +81,7 @@ async def test_a_failed_stage_shows_why_and_no_bar_at_work(tmp_path: Path,
             assert said.startswith("checkpoint folder ") and said.endswith(" does not exist"), said
             assert "…" in said and len(said) == info.content_size.width
         await wait_for(pilot, lambda: main.busy is None, 10, "the stage action to end")
+        errors = [n.text for n in main.state.notices if n.level == "error"]
+        assert sorted(errors) == sorted(p.error or "" for p in main.staging.last.values())
+        assert len(errors) == 4, errors  # once each, not once per reporter
         await pilot.press("q")

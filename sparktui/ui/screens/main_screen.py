@@ -389,8 +389,7 @@ class MainScreen(LogKeys, Jobs):
         for rank in session.plan.ranks:
             if rank.node == p.node:
                 self.ranks_table.set_staging(rank.rank, text)
-        if p.phase == "failed":
-            self.report("error", p.error or f"{p.node}: staging failed")
+        # a failure is reported once, by what asked for the staging (s, or up's notices)
 
     # -- widget messages ------------------------------------------------------------------------
     @on(RankTable.Selected)
