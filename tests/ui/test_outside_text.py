@@ -41,6 +41,19 @@ async def test_a_rank_detail_quoting_a_container_shows_its_escapes_as_text() -> 
         assert "\x1b" not in text and "\x07" not in text
 
 
+async def test_a_long_rank_detail_keeps_its_end_on_its_one_line() -> None:
+    """A staging failure about a long path: what is wrong is at the end of the sentence."""
+    detail = RankDetail()
+    why = ("staging: local0: checkpoint folder /home/op/.cache/huggingface/hub/models--deepseek-ai"
+           "--DeepSeek-V4.1-Flash/snapshots/dba1be0a40aa45a94ad051997016db3960a90277 does not exist")
+    async with OneWidget(detail).run_test(size=(90, 3)) as pilot:
+        detail.show(RankSnapshot(0, "local0", "failed", detail=why))
+        await pilot.pause()
+        line = shown(detail)[:90].rstrip()
+        assert line.startswith("r0 local0 failed · staging: local0: checkpoint folder "), line
+        assert line.endswith(" does not exist") and "…" in line and len(line) <= 90, line
+
+
 async def test_a_node_that_answers_with_escapes_shows_them_as_text() -> None:
     panel = NodesPanel()
     async with OneWidget(panel).run_test(size=(120, 6)) as pilot:

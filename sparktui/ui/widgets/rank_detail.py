@@ -4,28 +4,45 @@ the detail of its last change (why it failed)."""
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Static
+from textual.widget import Widget
 
 from sparktui.core.controls import visible
 from sparktui.core.ranks import RankSnapshot
 from sparktui.ui.colors import theme_colors
 from sparktui.ui.formatting import state_style
+from sparktui.ui.widgets.one_line import middle_cut
 
 
-class RankDetail(Static):
+class RankDetail(Widget):
+    """Made at each paint for the width it has: the detail (a failure about a long path, an
+    engine's last lines) is cut in its middle so its end shows. A Static wrapped it at a word
+    and the line is one row high: "staging: local0: checkpoint folder" and nothing more."""
+
+    DEFAULT_CSS = """
+    RankDetail { height: 1; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.snap: RankSnapshot | None = None
+        self.rank: int | None = None
+        self.node = ""
+
     def show(self, snap: RankSnapshot | None, rank: int | None = None, node: str = "") -> None:
         """``snap``: the rank as last reported; before any report, ``rank`` on ``node`` shows
         "-" (nothing known yet); neither: nothing selected."""
-        if snap is None and rank is None:
-            self.update("")
-            return
-        v = theme_colors(self.app.theme_variables)
-        text = Text(no_wrap=True, overflow="ellipsis")
+        self.snap, self.rank, self.node = snap, rank, node
+        self.refresh()
+
+    def render(self) -> Text:
+        snap = self.snap
+        text = Text(no_wrap=True, end="")
         if snap is None:
-            text.append(f"r{rank} ", "bold")
-            text.append(f"{node} -")
-            self.update(text)
-            return
+            if self.rank is not None:
+                text.append(f"r{self.rank} ", "bold")
+                text.append(f"{self.node} -")
+            return text
+        v = theme_colors(self.app.theme_variables)
         text.append(f"r{snap.rank} ", "bold")
         text.append(f"{snap.node} ")
         text.append(snap.state, state_style(snap.state, v))
@@ -33,6 +50,7 @@ class RankDetail(Static):
             text.append(f" · {snap.container_id[:18]}", v.get("text-muted", ""))
         if snap.exit_code is not None:
             text.append(f" · exit {snap.exit_code}")
-        if snap.detail:
-            text.append(f" · {visible(snap.detail)}")  # may quote a container: shown, not obeyed
-        self.update(text)
+        if snap.detail:  # may quote a container: shown, not obeyed
+            room = self.content_size.width - text.cell_len - 3
+            text.append(f" · {middle_cut(visible(snap.detail), max(room, 1))}")
+        return text
