@@ -88,6 +88,10 @@ async def test_up_grep_add_check_restart_down(live_app: Callable[[], SparkApp]) 
         match = orch.checks.status[(added.id, 0)].match
         assert match is not None and match.line_no < 20  # found among the lines of the boot
         assert main.checks_panel.display
+        await wait_for(pilot, lambda: any(n.text.startswith("check added: ") for n in main.state.notices),
+                       5, "the added check's notice")
+        assert [n.text for n in main.state.notices if n.text.startswith("check added: ")] == [
+            "check added: 'DEMO rendezvous: rank 0 listening on port ...': passed (seen on rank 0)"]
 
         # r on rank 1, confirmed "rank only": only rank 1 gets a new container
         before = {info.rank: info.container_id for info in orch.ranks}

@@ -164,5 +164,8 @@ class Jobs(Screen[None]):
                           if cid == check.id and st.match is not None})
         where = f" (seen on rank{'s' if len(matched) > 1 else ''} {', '.join(map(str, matched))})" \
             if matched else ""
-        self.report("info", f"check added: {new.pattern!r} is {state}{where}")
+        said = {"passed": f"passed{where}", "failed": f"failed: not seen before the boot ended{where}",
+                "pending": f"waiting for the line while the boot goes on{where}"}.get(state, state)
+        # the pattern as typed, not repr'd ('\\x1b' read as two backslashes)
+        self.report("warning" if state == "failed" else "info", f"check added: '{new.pattern}': {said}")
         self.query_one(ChecksPanel).display = True
