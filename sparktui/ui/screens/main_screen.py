@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from sparktui.core.runstore import Run
 
 NARROW = 110  # below this many columns: fewer rank columns, no recipe pane, a compact footer
+TINY = 60  # below this: no recipes column either (the palette opens recipes): ranks and logs
 SHORT = 32  # below this many rows (or when narrow) the nodes panel starts hidden: logs come first
 TOAST_CHARS = 120
 FAILURE_TOAST_DELAY = 0.6
@@ -74,7 +75,8 @@ SEVERITY = {"info": "information", "warning": "warning", "error": "error"}
 
 class MainScreen(LogKeys, Jobs):
     BINDINGS: ClassVar[list[BindingType]] = bindings()
-    HORIZONTAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-narrow"), (NARROW, "-wide")]  # noqa: RUF012
+    HORIZONTAL_BREAKPOINTS: list[tuple[int, str]] | None = [  # noqa: RUF012
+        (0, "-tiny"), (TINY, "-narrow"), (NARROW, "-wide")]
 
     def __init__(self, options: ConsoleOptions) -> None:
         super().__init__(id="main")
