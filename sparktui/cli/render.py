@@ -185,13 +185,19 @@ def _hides(text: Text, info: RecipeInfo) -> Text:
     return text
 
 
+def _bare_table(title: str) -> Table:
+    """A table of the cluster verbs (status, doctor): columns apart by a space under a rule, no
+    borders, as ``docker ps`` prints: it fits a pipe's 80 columns."""
+    return Table(title=plain(title), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+                 pad_edge=False, collapse_padding=True)
+
+
 def status_view(title: str, rows: Sequence[dict[str, object]]) -> Group:
     """``sparktui status``: a row per rank, as ``Orchestrator.status()`` lists them, then each
     rank's detail on a line of its own. Columns apart by a space, no borders (as ``docker ps``
     prints): they fit 80 (a pipe's width) unfolded; boxed, with a ninth for the detail, they
     folded "containe/r" and every id, and left the detail a few letters."""
-    table = Table(title=plain(title), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
-                  pad_edge=False, collapse_padding=True)
+    table = _bare_table(title)
     for col in ("rank", "node", "state", "container", "exit", "checks", "health", "restarts"):
         table.add_column(col, no_wrap=True)
     details: list[Text] = []
@@ -295,10 +301,12 @@ def node_lines(nodes: Sequence[NodeTelemetry]) -> list[Text]:
 
 
 def doctor_table(title: str, findings: Sequence[Finding]) -> Table:
-    """``sparktui doctor``: one row per check per node."""
-    table = Table(title=plain(title), title_justify="left")
-    for col in ("node", "check", "", "finding"):
-        table.add_column(col, overflow="fold")
+    """``sparktui doctor``: one row per check per node; the finding takes what the others leave
+    (at 80 columns, a pipe's width, a box around four columns left it 50)."""
+    table = _bare_table(title)
+    for col in ("node", "check", ""):
+        table.add_column(col, no_wrap=True)
+    table.add_column("finding", overflow="fold")
     for f in findings:
         mark, style = VERDICT_MARK[f.verdict]
         table.add_row(plain(f.node), plain(f.check), Text(mark, style=style), plain(f.sentence))

@@ -107,4 +107,11 @@ def test_doctor_table_marks_each_verdict_and_prints_findings_verbatim() -> None:
     text = shown(table)
     assert text.splitlines()[0].rstrip() == f"doctor · {MARKUP} on sparks"
     assert text.count(MARKUP) == 4 and "docker: [/red] not running" in text
-    assert [line.split("│")[3].strip() for line in text.splitlines() if "│" in line] == ["✓", "!", "✗"]
+    assert [next(ch for ch in line if ch in "✓!✗") for line in text.splitlines()[3:]] == ["✓", "!", "✗"]
+    buf = io.StringIO()  # 80 columns (a pipe): node, check and mark whole, the finding folded
+    Console(file=buf, width=80, color_system=None, highlight=False).print(render.doctor_table("d", [
+        Finding("spark1", "hf snapshot", "warned", "/home/op/.cache/huggingface/hub/models--deepseek"
+                "-ai--DeepSeek-V4.1-Flash not found: the engine will try to download it")]))
+    lines = buf.getvalue().splitlines()
+    assert max(map(len, lines)) <= 80 and lines[3].split()[:3] == ["spark1", "hf", "snapshot"]
+    assert "".join(ln[24:].strip() for ln in lines[3:]).startswith("/home/op/.cache/huggingface/")
