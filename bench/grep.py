@@ -231,14 +231,16 @@ async def console_rounds(recipes: Path, args: argparse.Namespace) -> ConsoleResu
         assert run is not None
         frames = Frames(app)
         marks: dict[str, float] = {}
-        history = logs.history
-        if os.environ.get("GREP_BENCH_DEBUG") and history is not None:
+        grep = logs.grep
+        if os.environ.get("GREP_BENCH_DEBUG") and grep is not None:
+            history = grep.grep_history
+
             async def timed_history(*a: Any, **k: Any) -> Any:
                 async for progress in history(*a, **k):
                     if progress.result is not None:
                         marks["result"] = time.perf_counter()
                     yield progress
-            logs.history = timed_history  # type: ignore[assignment]
+            grep.grep_history = timed_history  # type: ignore[method-assign]
         logs.open_grep()
         await until(lambda: logs.grep_input.has_focus, 10, "the grep input")
         for i in range(args.repeat + 1):

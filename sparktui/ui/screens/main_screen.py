@@ -230,8 +230,7 @@ class MainScreen(LogKeys, Jobs):
         session = Session(info, self.options.state_root, EventBridge(self),
                           self.options.health_interval) if info is not None and usable else None
         self.session = session
-        self.logs.history = session.orch.grep_history if session is not None else None
-        self.logs.scanners = session.orch if session is not None else None
+        self.logs.grep = session.orch if session is not None else None
         self.state.open(session.orch.checks.snapshot() if session is not None else None)
         nodes = [r.node for r in session.plan.ranks] if session is not None else []
         self.store.reset(None, len(nodes))

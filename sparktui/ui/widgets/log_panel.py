@@ -52,16 +52,13 @@ FLUSH_S = 0.1
 EXCERPT_CONTEXT = 300  # lines read from the file on each side of a line that left the window
 
 
-class History(Protocol):
-    """``Orchestrator.grep_history``: a grep over the run's files, progress then the result."""
+class RunGrep(Protocol):
+    """What of the session's Orchestrator the grep uses: ``grep_history`` over the run's files
+    (progress then the result), and ``warm_grep``/``cool_grep``, the scanner processes started
+    while the operator types the pattern and ended when the grep input closes."""
 
-    def __call__(self, line_filter: LineFilter, ranks: list[int], *, cap: int,
-                 run: Run | None = None) -> AsyncGenerator[GrepProgress, None]: ...
-
-
-class Scanners(Protocol):
-    """``Orchestrator.warm_grep`` and ``cool_grep``: scanner processes started while the
-    operator types the pattern, ended when the grep input closes."""
+    def grep_history(self, line_filter: LineFilter, ranks: list[int], *, cap: int,
+                     run: Run | None = None) -> AsyncGenerator[GrepProgress, None]: ...
 
     def warm_grep(self, ranks: list[int], run: Run | None = None) -> None: ...
 
@@ -92,8 +89,7 @@ class LogPanel(Vertical):
         super().__init__(id=id)
         self.store = store
         self.run: Run | None = None
-        self.history: History | None = None  # the session's Orchestrator.grep_history
-        self.scanners: Scanners | None = None  # the session's Orchestrator
+        self.grep: RunGrep | None = None  # the session's Orchestrator
         self.shown: int | None = None
         self.grid = False  # a pane per rank instead of one view
         self.line_filter: LineFilter = NO_FILTER
@@ -224,7 +220,7 @@ class LogPanel(Vertical):
             lines = [line for line in self.store.view(ranks) if f.matches(line[TEXT])]
             self.matches = len(lines)
             complete = all(self.store.complete(r) for r in ranks)
-            self.scanning = not complete and self.run is not None and self.history is not None
+            self.scanning = not complete and self.run is not None and self.grep is not None
             self._show(lines, f, keep)
             if self.scanning:
                 self.scanned = 0.0
@@ -236,13 +232,13 @@ class LogPanel(Vertical):
     async def _scan(self, ranks: list[int], f: LineFilter, generation: int) -> None:
         """The rest from the run's files; the count on the bar grows as the scan goes. A new
         pattern starts a new worker, which cancels this one: its scan stops at its next block."""
-        history, run = self.history, self.run
-        if history is None or run is None:
+        grep, run = self.grep, self.run
+        if grep is None or run is None:
             return
         cap = self._cap(f, ranks) * (len(ranks) if self.grid else 1)
         shown = self.matches or 0
         try:
-            async with contextlib.aclosing(history(f, ranks, cap=cap, run=run)) as scan:
+            async with contextlib.aclosing(grep.grep_history(f, ranks, cap=cap, run=run)) as scan:
                 async for progress in scan:
                     if generation != self._generation:
                         return
@@ -353,13 +349,13 @@ class LogPanel(Vertical):
     def open_grep(self) -> None:
         self.add_class("-grep")
         self.grep_input.focus()
-        if self.scanners is not None and self.run is not None:
-            self.scanners.warm_grep(self.ranks(), self.run)
+        if self.grep is not None and self.run is not None:
+            self.grep.warm_grep(self.ranks(), self.run)
 
     def close_grep(self) -> None:
         self.remove_class("-grep")
-        if self.scanners is not None:
-            self.scanners.cool_grep()
+        if self.grep is not None:
+            self.grep.cool_grep()
 
     def clear_grep(self) -> None:
         self.grep_input.value = ""
