@@ -22,7 +22,7 @@ from sparktui.core.errors import ConfigError, SetupError, SparkError
 
 TYPE_CHECKING = False  # ``typing`` is not imported on the path of ``sparktui logs`` (2 ms)
 if TYPE_CHECKING:
-    from typing import NoReturn
+    from typing import Any, NoReturn
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -79,6 +79,15 @@ class _Help(argparse.HelpFormatter):
                          _columns() - 2 if width is None else width)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Every parser of the CLI, its help made by ``_Help``; a verb's parser is made of the
+    parser's own class (argparse's ``add_subparsers``), so the verbs' get it too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Help)
+        super().__init__(*args, **kwargs)
+
+
 def _columns() -> int:
     """``$COLUMNS`` when a positive number, else the width of the terminal on stdout, else 80."""
     try:
@@ -96,9 +105,8 @@ def _columns() -> int:
 def parser(only: str | None = None) -> argparse.ArgumentParser:
     """Every verb's arguments, or only those of the verb ``only`` (``verb_of``): argparse
     formats each argument's help as it is added, about 5 ms for all of them at every start."""
-    ap = argparse.ArgumentParser(
+    ap = _Parser(
         prog="sparktui",
-        formatter_class=_Help,
         description="Console for LLM inference engines across small GPU clusters. "
                     "Without a command, opens the console.",
     )
@@ -111,8 +119,7 @@ def parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     for name, (summary, description, declare) in VERBS.items():
         if only is None or name == only:
-            declare(sub.add_parser(name, help=summary, description=description,
-                                    formatter_class=_Help))
+            declare(sub.add_parser(name, help=summary, description=description))
     return ap
 
 
@@ -269,8 +276,7 @@ def _watch(p: argparse.ArgumentParser) -> None:
 def _image(p: argparse.ArgumentParser) -> None:
     verbs = p.add_subparsers(dest="image_command", metavar="VERB", required=True)
     s = verbs.add_parser("sync", help="copy the recipe's image to every node that lacks it or holds "
-                                      "another build (from one save stream, all nodes at once)",
-                         formatter_class=_Help)
+                                      "another build (from one save stream, all nodes at once)")
     _common(s)
     s.add_argument("--from", dest="source", metavar="NODE|local",
                    help="where to copy from: a node of the cluster, or local (this machine's "
