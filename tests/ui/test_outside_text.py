@@ -52,6 +52,10 @@ async def test_a_long_rank_detail_keeps_its_end_on_its_one_line() -> None:
         line = shown(detail)[:90].rstrip()
         assert line.startswith("r0 local0 failed · staging: local0: checkpoint folder "), line
         assert line.endswith(" does not exist") and "…" in line and len(line) <= 90, line
+        await pilot.resize_terminal(30, 3)  # narrower than what comes before the detail
+        detail.show(RankSnapshot(0, "local0", "ready", container_id="local-7b62065e74c3"))
+        await pilot.pause()
+        assert shown(detail)[:30].rstrip() == "r0 local0 ready · local-7b620…"
 
 
 async def test_a_node_that_answers_with_escapes_shows_them_as_text() -> None:

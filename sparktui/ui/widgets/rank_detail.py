@@ -50,7 +50,8 @@ class RankDetail(Widget):
             text.append(f" · {snap.container_id[:18]}", v.get("text-muted", ""))
         if snap.exit_code is not None:
             text.append(f" · exit {snap.exit_code}")
+        width = self.content_size.width
         if snap.detail:  # may quote a container: shown, not obeyed
-            room = self.content_size.width - text.cell_len - 3
-            text.append(f" · {middle_cut(visible(snap.detail), max(room, 1))}")
+            text.append(f" · {middle_cut(visible(snap.detail), max(width - text.cell_len - 3, 1))}")
+        text.truncate(width, overflow="ellipsis")  # narrow: the container id is cut, not wrapped away
         return text
