@@ -117,6 +117,27 @@ async def test_palette_reopened_while_it_closes(offline_app: Callable[..., Spark
             await wait_for(pilot, lambda: _stack(app) == ["MainScreen"], 5, "the palette closed")
 
 
+async def test_palette_results_after_its_list_is_gone(offline_app: Callable[..., SparkApp]) -> None:
+    """Seed 3 (300 steps, once in CI): a command run from the palette, then ctrl+p and a search
+    at once: a search of the closing palette ended after its list was removed, and Textual's
+    watcher of "list visible" looked for the list (NoMatches)."""
+    from textual.command import CommandList
+
+    app = offline_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_for(pilot, app.main_screen.ready.is_set, 10, "the recipe")
+        await fuzz.press(app, "ctrl+p", "l", "o")
+        await wait_for(pilot, lambda: _stack(app)[-1] == "Palette" and app.screen.is_mounted, 5,
+                       "the palette")
+        palette = app.screen
+        await palette.query_one(CommandList).remove()  # closing: its children go first
+        palette._list_visible = not palette._list_visible  # type: ignore[attr-defined]
+        await pilot.pause(0.1)
+        assert app._exception is None
+        palette.dismiss()
+        await wait_for(pilot, lambda: _stack(app) == ["MainScreen"], 5, "the palette closed")
+
+
 async def test_palette_page_keys_before_it_is_laid_out(offline_app: Callable[..., SparkApp]) -> None:
     """Seed 101 (2,000 steps): pagedown as the palette's results arrived, before the list had a
     size: Textual's option list indexed lines it had not built (KeyError)."""

@@ -1,4 +1,5 @@
-"""Textual's command palette, made safe against keys that arrive before it is laid out."""
+"""Textual's command palette, made safe against keys that arrive before it is laid out and
+results that arrive after it closed."""
 
 from __future__ import annotations
 
@@ -16,3 +17,11 @@ class Palette(CommandPalette):
         if action in PAGE_MOVES and not self.query_one(CommandList).scrollable_content_region.height:
             return
         super()._action_command_list(action)
+
+    def _watch__list_visible(self) -> None:
+        """A search that ends as the palette closes (its list already removed: the console
+        fuzz, seed 3, opened the palette again right after running a command from it) shows
+        nothing; Textual's watcher looked for the list and raised NoMatches."""
+        if self.query(CommandList):
+            super()._watch__list_visible()
+
