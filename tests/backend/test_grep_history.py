@@ -70,7 +70,7 @@ async def test_leaving_early_ends_the_scanner_processes(tmp_path: Path) -> None:
     run, _hits = big_run(tmp_path, 200_000)
     progress = grep_run(run, [0, 1], LineFilter.parse("hit"), cap=10, processes=2, interval=0.001)
     await anext(progress)
-    scanners = scanner_children()
+    scanners = scanners_once(2)  # each started by its reader thread: maybe not yet at the first count
     assert len(scanners) == 2
     await progress.aclose()  # a new pattern: the console's worker is cancelled
     assert not [p for p in scanners if p.exists()]  # ended and waited for: not even zombies
