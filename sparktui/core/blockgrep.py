@@ -7,7 +7,9 @@ line it cannot vouch for to the filter's own regex. ``BlockSearch.of`` reads the
 - ``full``: the filter's regex itself, when it holds no anchor or lookaround (they would see the
   block around a line, not the line) and cannot match a newline (a match then never spans two
   lines). A hit inside a line's text is a match of that text; a hit in the time stamp is
-  searched again from the text's start, with the line's end as the end of the string.
+  searched again from the text's start, with the line's end as the end of the string. The
+  regex is searched as ``(?:regex)[^\\n]*``: a match then ends where its line ends, and no
+  ``find`` per hit looks for it (``_line_finder``).
 - ``literal``: a literal every match contains (``error`` in ``^.*error:``, one per branch of an
   alternation), searched with the regex's case rule; each line it hits goes to the filter.
 - ``lines``: no such literal (``^\\s*$``): every line goes to the filter, still read in blocks.
@@ -175,14 +177,33 @@ def _starts_uncased(data: list[tuple[Any, Any]]) -> bool:
     return bool(data) and data[0][0] is _sre.LITERAL and chr(data[0][1]).lower() == chr(data[0][1]).upper()
 
 
+def _line_finder(regex: re.Pattern[AnyStr]) -> tuple[re.Pattern[AnyStr], bool]:
+    """``regex`` as ``(?:regex)[^\\n]*``, whose matches end where their line ends (for a regex
+    that cannot match a newline), and True; ``regex`` itself and False where the wrapped text
+    does not compile the same way (global flags such as ``(?i)`` must stay at the start, and a
+    verbose pattern's comment would swallow the rest)."""
+    if regex.flags & re.VERBOSE:
+        return regex, False
+    pattern: Any = regex.pattern
+    wrapped: Any = ("(?:" + pattern + ")[^\\n]*" if isinstance(pattern, str)
+                    else b"(?:" + pattern + b")[^\\n]*")
+    try:
+        return re.compile(wrapped, regex.flags), True
+    except re.error:
+        return regex, False
+
+
 class _Way:
     """How to search one kind of block (bytes or text). The classes here are plain, not
     NamedTuples: ``typing`` is not imported on the path of ``sparktui logs``."""
 
-    __slots__ = ("check", "exact", "finder", "lower")
+    __slots__ = ("check", "ends", "exact", "finder", "lower")
 
     def __init__(self, finder: re.Pattern[Any] | None, exact: bool, lower: bool,
                  check: Callable[[Any], bool]) -> None:
+        self.ends = False  # a hit's match ends where its line ends (``_line_finder``)
+        if exact and finder is not None:
+            finder, self.ends = _line_finder(finder)
         self.finder = finder  # None: every line goes to the check
         self.exact = exact  # a hit in a line's text is a match (the finder is the filter's regex)
         self.lower = lower  # search the block lowercased (the finder is a lowercase literal)
@@ -323,6 +344,7 @@ def _search(buf: AnyStr, hay: AnyStr, lo: int, hi: int, way: _Way) -> list[Span]
     finder = way.finder
     assert finder is not None
     search, find, rfind, check, exact = finder.search, buf.find, buf.rfind, way.check, way.exact
+    ends = way.ends
     past = hi if buf[hi - 1:hi] == nl else hi + 1  # a hit here is after the last line
     out: list[Span] = []
     pos = lo
@@ -330,13 +352,14 @@ def _search(buf: AnyStr, hay: AnyStr, lo: int, hi: int, way: _Way) -> list[Span]
         m = search(hay, pos, hi)
         if m is None:
             break
-        hit = m.start()
+        hit, end = m.span()
         if hit >= past:
             break
         start = rfind(nl, lo, hit) + 1 or lo
-        end = find(nl, hit, hi)
-        if end < 0:
-            end = hi
+        if not ends:
+            end = find(nl, hit, hi)
+            if end < 0:
+                end = hi
         t = find(tab, start, end)
         if exact and 0 <= t < end - 1:
             # in the text: a match; in the time stamp: search the text alone (the line's end

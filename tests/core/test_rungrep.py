@@ -154,6 +154,20 @@ def test_ignoring_case_the_block_is_lowercased_only_for_a_literal_starting_with_
     assert direct.ascii is not None and not direct.ascii.lower and direct.ascii.exact
 
 
+@pytest.mark.parametrize(("pattern", "ends"), [
+    ("#running-req: 6[0-4],", True),
+    ("a|b", True),  # wrapped in a group: the line's end belongs to both branches
+    ("(?i)k", False),  # global flags stay at the start: searched as it is, its line end found
+])
+def test_a_full_search_finds_the_line_end_in_its_match(tmp_path: Path, pattern: str, ends: bool) -> None:
+    search = BlockSearch.of(LineFilter.parse(pattern))
+    assert search.mode == "full" and search.ascii is not None and search.ascii.ends == ends
+    data = b"T\tzz #running-req: 61, a b k tail\nT\tnone\nT\tb #running-req: 62, K\n"
+    kept = search.kept(data)
+    assert [data[start:end] for start, _t, end in kept.spans] == [
+        line for line in data.splitlines() if LineFilter.parse(pattern).matches(line[2:].decode())]
+
+
 def test_blocks_are_whole_lines_and_never_split_a_crlf(tmp_path: Path) -> None:
     data = b"a\r\nbb\rccc\n" + b"d" * 50 + b"\r\n\re"
     path = write(tmp_path, data)
