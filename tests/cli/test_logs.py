@@ -158,6 +158,38 @@ def test_workers_send_exactly_what_one_process_finds(tmp_path: Path) -> None:
     assert len(split) == 3 and sorted(rank for group in split for rank in group) == [0, 1, 2, 3]
 
 
+def test_a_big_run_gets_two_workers_a_core(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The merge shares the cores with the workers: twice as many workers as cores, so that it
+    slows each a little (grepwork.PER_CPU), one rank each here."""
+    run = make_run(tmp_path, ended=True, start=datetime(2026, 1, 1, tzinfo=timezone.utc), lines=400)
+    paths = {rank: run / f"r{rank}.log" for rank in range(4)}
+    search = BlockSearch.of(LineFilter.parse("running"))
+    alone = [line for batch in merged(paths, search) for line in batch]
+    monkeypatch.setattr("sparktui.backend.grepwork.PARALLEL_BYTES", 1)
+    monkeypatch.setattr("sparktui.backend.grepwork.cpus", lambda: 2)
+    before = _children()
+    with searching(paths, search) as sources:
+        assert len(_children() - before) == 4
+        assert [line for batch in merge_found(sources) for line in batch] == alone
+    monkeypatch.setattr("sparktui.backend.grepwork.cpus", lambda: 1)  # one core: no worker at all
+    with searching(paths, search) as sources:
+        assert _children() == before
+        assert [line for batch in merge_found(sources) for line in batch] == alone
+
+
+def _children() -> set[int]:
+    """This process's child processes (a worker is a fork: no command line of its own)."""
+    me = str(os.getpid())
+    out = set()
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "stat").read_text().rsplit(")", 1)[1].split()[1] == me:
+                out.add(int(proc.name))
+        except OSError:
+            continue
+    return out
+
+
 def test_a_worker_that_fails_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run = make_run(tmp_path, ended=True, start=datetime(2026, 1, 1, tzinfo=timezone.utc))
     paths = {rank: run / f"r{rank}.log" for rank in range(4)}
