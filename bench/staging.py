@@ -4,16 +4,17 @@ Generates an HF checkpoint (safetensors, blobs + snapshot symlinks) holding at l
 of engram rows in two layers (weight + scale, interleaved when packed), then measures, in
 --runs alternating rounds (median; each from a warm page cache, each ending in `sync`):
 
-- pack: the sparse-rows agent packing every rank of world 4 (the same process a node runs);
+- pack: the sparse-rows agent packing every rank of world 4 (the same process a node runs: the
+  command and stdin staging sends, run by the node's ``python3``, here ``/usr/bin/python3``);
 - cp: `cp` of the checkpoint shards, the same byte volume, into the same filesystem;
 
 then verify: a later agent run (sampled verification, writes nothing), --runs times, as a
-fraction of pack: the whole process (interpreter start and compiling the agent included) and
-the agent's own time (its `done` event: scan, ledgers, the sampled windows).
+fraction of pack: the whole process (interpreter start, loading the agent and its imports
+included) and the agent's own time (its `done` event: scan, ledgers, the sampled windows).
 
 Targets (issue 13): pack >= 0.8x cp on a run where cp exceeds 900 MiB/s; verify <= 2 % of pack.
 
-    python bench/staging.py [--gib 2] [--dir /var/tmp] [--runs 5]
+    python bench/staging.py [--gib 2] [--dir /var/tmp] [--runs 5] [--python PATH]
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 from safetensors.numpy import save_file  # noqa: E402
 
-from sparktui.agents import sparse_rows  # noqa: E402
+from sparktui.backend.staging import agent_argv, agent_input  # noqa: E402
 
-AGENT = Path(sparse_rows.__file__)
+NODE_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 SNAP = "hub/models--deepseek-ai--DeepSeek-V4.1-Flash/snapshots/dba1be0a40aa45a94ad051997016db3960a90277"
 
 
@@ -71,12 +72,13 @@ def warm(paths: list[Path]) -> None:
                 pass
 
 
-def agent(snap: Path, dst: Path, **kw: object) -> tuple[float, dict[str, object]]:
+def agent(snap: Path, dst: Path, python: str, **kw: object) -> tuple[float, dict[str, object]]:
     job = {"src": str(snap), "dst": str(dst), "id": "engram", "world": 4, "ranks": [0, 1, 2, 3],
            "min_free_bytes": 0, "node": "bench", **kw}
+    stdin = agent_input()  # made once, before the clock: staging makes it once a process
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-I", str(AGENT), json.dumps(job)], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(agent_argv(job, python), input=stdin, capture_output=True, text=True,
+                         check=True).stdout
     return time.perf_counter() - t0, json.loads(out.splitlines()[-1])
 
 
@@ -89,6 +91,7 @@ def main() -> None:
     ap.add_argument("--gib", type=float, default=2.0)
     ap.add_argument("--dir", default=None, help="filesystem to run on (default: the temp dir)")
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--python", default=NODE_PYTHON, help="the node's python3 (default: %(default)s)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         base = Path(tmp)
@@ -110,23 +113,23 @@ def main() -> None:
             warm(shards)
             sync()
             t0 = time.perf_counter()
-            _, result = agent(snap, base / "packed")
+            _, result = agent(snap, base / "packed", args.python)
             sync()
             packs.append(time.perf_counter() - t0)
             assert result["event"] == "done", result
         verifies, own = [], []
         for _ in range(args.runs):
-            verify_s, result = agent(snap, base / "packed")
+            verify_s, result = agent(snap, base / "packed", args.python)
             assert result["bytes_written"] == 0 and {f["status"] for f in result["files"]} == {"verified"}
             verifies.append(verify_s)
             own.append(float(result["seconds"]))
-        full_s, _ = agent(snap, base / "packed", sample="all")
+        full_s, _ = agent(snap, base / "packed", args.python, sample="all")
     pack_s, cp_s = statistics.median(packs), statistics.median(cps)
     verify_s, own_s = statistics.median(verifies), statistics.median(own)
     cp_rate, ratio = volume / cp_s / 2**20, (engram / pack_s) / (volume / cp_s)
     print(f"checkpoint: {engram / 2**30:.2f} GiB of engram rows (2 layers, world 4); cp volume "
           f"{volume / 2**30:.2f} GiB; median of {args.runs}, each ending in sync; "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; the agent run by {args.python}")
     print(f"pack:   {pack_s:.2f} s  {engram / pack_s / 2**20:.0f} MiB/s  (runs: "
           f"{', '.join(f'{t:.2f}' for t in packs)})")
     print(f"cp:     {cp_s:.2f} s  {cp_rate:.0f} MiB/s  (runs: {', '.join(f'{t:.2f}' for t in cps)})")

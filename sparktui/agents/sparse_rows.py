@@ -1,9 +1,9 @@
 """``sparse-rows`` staging: per-rank row slices of a checkpoint's tensors, packed per layer.
 
 This one file is both the library sparktui plans with and the agent it runs on every node with
-the node's ``python3 -I -``, its text sent over the SSH channel's stdin (never a file on the
-node): standard library only, no other sparktui import. Run as a script it takes one JSON job
-and prints one JSON object per line.
+the node's ``python3 -I -S``, sent over the SSH channel's stdin (never a file on the node; how:
+``backend/staging.py``): standard library only, no other sparktui import. Run as a script it
+takes one JSON job and prints one JSON object per line.
 
 Format (docs/design.md, "Staging"): for each hosted rank r of world W and each layer with selected
 tensors, ``dst/<id>-l<layer>-r<r>of<W>.bin`` holds rows ``r*rows//W .. (r+1)*rows//W`` of every
@@ -25,12 +25,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import fnmatch
-import hashlib
 import json
 import math
 import mmap
 import os
-import queue
 import re
 import signal
 import stat
@@ -66,6 +64,13 @@ try:
     import fcntl
 except ImportError:  # not a Unix: writes go through the page cache
     fcntl = None  # type: ignore[assignment]
+try:  # the interpreter's own SHA-256: ``hashlib`` loads OpenSSL first, 3 ms at every start
+    from _sha256 import sha256
+except ImportError:
+    try:
+        from _sha2 import sha256  # Python 3.12 and later
+    except ImportError:
+        from hashlib import sha256
 try:
     IOV_MAX = min(1024, os.sysconf("SC_IOV_MAX"))  # buffers one preadv may fill
 except (AttributeError, ValueError, OSError):
@@ -78,23 +83,17 @@ class TensorInfo:
     start of the agent (it imports ``inspect`` and compiles methods), a fifth of a sampled
     verification."""
 
-    __slots__ = ("dtype", "end", "name", "shape", "shard", "start")
+    __slots__ = ("dtype", "end", "name", "row_bytes", "rows", "shape", "shard", "start")
 
     def __init__(self, name: str, dtype: str, shape: tuple[int, ...], start: int, end: int,
                  shard: Path) -> None:
         self.name, self.dtype, self.shape = name, dtype, shape
         self.start, self.end, self.shard = start, end, shard
+        self.rows: int = shape[0] if shape else 1
+        self.row_bytes: int = (end - start) // self.rows if self.rows else 0
 
     def __repr__(self) -> str:
         return f"TensorInfo({self.name!r}, {self.dtype!r}, {self.shape}, {self.start}, {self.end})"
-
-    @property
-    def rows(self) -> int:
-        return self.shape[0] if self.shape else 1
-
-    @property
-    def row_bytes(self) -> int:
-        return (self.end - self.start) // self.rows if self.rows else 0
 
 
 def read_header(path: Path) -> tuple[dict[str, Any], int, bytes]:
@@ -188,19 +187,16 @@ class StagingError(Exception):
 class PackedFile:
     """One packed file: a layer's tensors, one rank's rows ``lo..hi``, interleaved."""
 
-    __slots__ = ("hi", "layer", "lo", "name", "rank", "tensors", "world")
+    __slots__ = ("hi", "layer", "lo", "name", "rank", "row_bytes", "tensors", "world")
 
     def __init__(self, name: str, layer: int, rank: int, world: int, tensors: list[TensorInfo],
                  lo: int, hi: int) -> None:
         self.name, self.layer, self.rank, self.world = name, layer, rank, world
         self.tensors, self.lo, self.hi = tensors, lo, hi
+        self.row_bytes: int = sum(t.row_bytes for t in tensors)
 
     def __repr__(self) -> str:
         return f"PackedFile({self.name!r}, rows {self.lo}-{self.hi})"
-
-    @property
-    def row_bytes(self) -> int:
-        return sum(t.row_bytes for t in self.tensors)
 
     @property
     def size(self) -> int:
@@ -396,7 +392,7 @@ def _shard_fingerprint(path: Path) -> dict[str, Any]:
     st = path.stat()
     _, _, blob = read_header(path)
     return {"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-            "header_sha256": hashlib.sha256(blob).hexdigest()}
+            "header_sha256": sha256(blob).hexdigest()}
 
 
 def ledger_entry(f: PackedFile, chunk_hashes: list[str],
@@ -624,7 +620,8 @@ class Agent:
                 results.append({"name": f.name, "status": "packed", "reason": reasons[f.name],
                                 "bytes": f.size})
 
-            self._pack_all([f for f, _ in todo], sources, on_packed)
+            if todo:  # a run that finds everything verified starts no packing threads
+                self._pack_all([f for f, _ in todo], sources, on_packed)
         finally:
             sources.close()
         return self._done(results, started, written=self.bytes_done)
@@ -771,6 +768,8 @@ class Agent:
         and a finisher thread fsyncs, renames and records each completed file in the ledger
         while the next file is packed. Reads, hashes and writes release the GIL, so they run
         at once. A file gets its final name only after its last byte is on disk."""
+        import queue  # packing's alone: a run that finds everything in place never needs it
+
         free: queue.Queue[Block] = queue.Queue()
         size = max((f.block_bytes for f in todo), default=0)
         for _ in range(BLOCKS if todo else 0):

@@ -22,7 +22,7 @@ import pytest
 
 from sparktui.backend.events import Event
 from sparktui.backend.orchestrator import Orchestrator
-from sparktui.backend.staging import AGENT
+from sparktui.backend.staging import agent_argv, agent_input
 from sparktui.backend.telemetry import Sampler
 from sparktui.core.cluster import load_cluster, load_cluster_text
 from sparktui.core.ownership import default_owner
@@ -113,21 +113,20 @@ async def test_staging_refuses_a_link_and_never_makes_a_tilde_folder(testbed: An
 
         # ~ in dst, on the node itself: expanded there with the node's HOME, or refused
         transport = orch.transports["node0"]
-        agent = AGENT.read_text(encoding="utf-8")  # sent as staging sends it: over stdin
-        spec = json.dumps({"src": src, "dst": "~/engram", "id": "engram", "world": 1, "ranks": [0],
-                           "node": "node0"})
+        agent = agent_input()  # started as staging starts it: the same command, the same stdin
+        spec = {"src": src, "dst": "~/engram", "id": "engram", "world": 1, "ranks": [0], "node": "node0"}
         cwd = f"/home/cwd-{tag}"
         lines: list[str] = []
         rc = await transport.stream(["sh", "-c", f'mkdir -p {cwd} && cd {cwd} && HOME=/home/home-{tag} '
-                                     'exec python3 -I - "$0"', spec], lines.append, stdin=agent)
+                                     'exec "$@"', "sh", *agent_argv(spec)], lines.append, stdin=agent)
         assert rc == 0, lines
         assert (home / f"home-{tag}" / "engram" / "engram-l1-r0of1.bin").read_bytes() == \
             ckpt.expected(1, 0, 1)
         # a user with no passwd entry and no HOME (the system python3: root's may be private)
         lines.clear()
         rc = await transport.stream(["sh", "-c", f"cd {cwd} && exec env -u HOME setpriv --reuid=54321 "
-                                     '--regid=54321 --clear-groups /usr/bin/python3 -I - "$0"', spec],
-                                    lines.append, stdin=agent)
+                                     '--regid=54321 --clear-groups "$@"', "sh",
+                                     *agent_argv(spec, "/usr/bin/python3")], lines.append, stdin=agent)
         assert rc == 1
         assert json.loads([line for line in lines if line.strip()][-1])["message"] == (
             "node0: dst ~/engram: there is no home folder here to expand ~ in; write the full path")

@@ -17,11 +17,28 @@ import numpy as np
 import pytest
 
 from sparktui.agents import sparse_rows
+from sparktui.backend.staging import agent_argv, agent_input
 from tests.staging.ckpt import Checkpoint, make_checkpoint
 
 AGENT = Path(sparse_rows.__file__)
-# the node's python3, isolated (-I): proves the agent needs nothing but the standard library
+# the node's python3, isolated (-I -S): proves the agent needs nothing but the standard library
 PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+
+
+def agent_command(spec: dict[str, Any]) -> list[str]:
+    """The command staging runs on a node, with this machine's python3 (its stdin:
+    ``agent_input()``, as staging sends it)."""
+    return agent_argv(spec, PYTHON)
+
+
+def start_agent(spec: dict[str, Any]) -> subprocess.Popen[str]:
+    """The agent started as staging starts it, its stdin sent and closed; read its stdout."""
+    proc = subprocess.Popen(agent_command(spec), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdin is not None
+    proc.stdin.write(agent_input())
+    proc.stdin.close()
+    return proc
 
 Run = Callable[..., tuple[int, list[dict[str, Any]]]]
 
@@ -37,7 +54,7 @@ def job(ckpt: Checkpoint, dst: Path, **kw: Any) -> dict[str, Any]:
 
 
 def run_agent(spec: dict[str, Any], timeout: float = 120) -> tuple[int, list[dict[str, Any]]]:
-    proc = subprocess.run([PYTHON, "-I", str(AGENT), json.dumps(spec)], capture_output=True,
+    proc = subprocess.run(agent_command(spec), input=agent_input(), capture_output=True,
                           text=True, timeout=timeout)
     assert proc.stderr == "", proc.stderr
     return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines()]
@@ -161,8 +178,7 @@ def test_min_free_refused_before_writing(ckpt: Checkpoint, tmp_path: Path) -> No
 def test_sigterm_mid_pack_then_rerun_is_byte_identical(tmp_path: Path) -> None:
     big = make_checkpoint(tmp_path / "hf", rows=(40001, 40003), cols=4096, scale_cols=8)
     dst = tmp_path / "d"
-    proc = subprocess.Popen([PYTHON, "-I", str(AGENT), json.dumps(job(big, dst))],
-                            stdout=subprocess.PIPE, text=True)
+    proc = start_agent(job(big, dst))
     assert proc.stdout is not None
     for line in proc.stdout:
         event = json.loads(line)
@@ -212,8 +228,7 @@ def test_full_disk_mid_pack_then_rerun(tmp_path: Path) -> None:
     subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={total * 2},mode=0755", "tmpfs", str(dst)],
                    check=True)
     try:
-        proc = subprocess.Popen([PYTHON, "-I", str(AGENT), json.dumps(job(ckpt, dst))],
-                                stdout=subprocess.PIPE, text=True)
+        proc = start_agent(job(ckpt, dst))
         assert proc.stdout is not None
         events = []
         files_seen: list[str] = []
