@@ -56,3 +56,20 @@ def test_the_nodes_site_packages_are_not_run(tmp_path: Path) -> None:
     result = run(str(venv / "bin" / "python"), make_checkpoint(tmp_path / "hf"), tmp_path / "d",
                  agent_input())
     assert statuses(result) == {"packed"} and not marker.exists()
+
+
+def test_a_verification_imports_only_what_it_uses(tmp_path: Path) -> None:
+    """Every module is import time at every run on every node: a verification that finds
+    everything in place loads neither pathlib (with urllib), contextlib, hashlib (with OpenSSL)
+    nor packing's queue."""
+    ckpt = make_checkpoint(tmp_path / "hf")
+    dst = tmp_path / "dst"
+    run(PYTHON, ckpt, dst, agent_input())
+    argv = agent_argv(job(ckpt, dst, verify_only=True), PYTHON)
+    proc = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], input=agent_input(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and json.loads(proc.stdout.splitlines()[-1])["event"] == "done"
+    loaded = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if "|" in line}
+    assert "json" in loaded  # the listing is there
+    assert not loaded & {"pathlib", "urllib", "urllib.parse", "contextlib", "hashlib", "_hashlib",
+                         "queue", "typing", "dataclasses"}, sorted(loaded)
