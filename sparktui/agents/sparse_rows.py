@@ -22,6 +22,7 @@ ledger that is a symbolic link is refused with a sentence, and every file is cre
 
 from __future__ import annotations
 
+import _thread
 import errno
 import fnmatch
 import json
@@ -33,7 +34,6 @@ import signal
 import stat
 import struct
 import sys
-import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -531,7 +531,7 @@ class Agent:
         self.sample = job.get("sample", DEFAULT_SAMPLES)
         self.node = str(job.get("node", os.uname().nodename))
         self.emit = emit
-        self.stop = threading.Event()
+        self.stopped = False  # SIGTERM came (main's handler, between two steps of this thread)
         self._last_progress = 0.0
         self.bytes_done = 0
         self.bytes_total = 0
@@ -798,7 +798,8 @@ class Agent:
         and a finisher thread fsyncs, renames and records each completed file in the ledger
         while the next file is packed. Reads, hashes and writes release the GIL, so they run
         at once. A file gets its final name only after its last byte is on disk."""
-        import queue  # packing's alone: a run that finds everything in place never needs it
+        import queue  # packing's alone: a run that finds everything in place needs neither
+        import threading
 
         free: queue.Queue[Block] = queue.Queue()
         size = max((f.block_bytes for f in todo), default=0)
@@ -919,7 +920,7 @@ class Agent:
             for f in todo:
                 to_hasher.put(("open", f, None, None, []))
                 for a in range(f.lo, f.hi, f.rows_per_block):
-                    if self.stop.is_set() or errors:
+                    if self.stopped or errors:
                         stopped = True
                         break
                     block = free.get()
@@ -944,7 +945,7 @@ class Agent:
                 raise StagingError(f"{self.node}: writing in {self.dst} failed: "
                                    f"{exc.strerror or exc}; the partial file was removed") from None
             raise exc
-        if self.stop.is_set():
+        if self.stopped:
             raise StagingError(f"{self.node}: stopped by SIGTERM; the partial file was removed")
         self.progress("pack", None, force=True)
 
@@ -979,7 +980,7 @@ def main(argv: list[str]) -> int:
     if argv[1:2] in (["-h"], ["--help"]):
         sys.stdout.write(USAGE)
         return 0
-    lock = threading.Lock()
+    lock = _thread.allocate_lock()  # threading's, without importing threading (packing does)
 
     def emit(event: dict[str, Any]) -> None:
         with lock:
@@ -994,14 +995,14 @@ def main(argv: list[str]) -> int:
         return 1
 
     def on_term(signum: int, frame: object) -> None:
-        agent.stop.set()
+        agent.stopped = True
 
     signal.signal(signal.SIGTERM, on_term)
     try:
         emit(agent.run())
     except StagingError as exc:
         emit({"event": "error", "message": str(exc)})
-        return 143 if agent.stop.is_set() else 1
+        return 143 if agent.stopped else 1
     except (OSError, ValueError) as exc:
         emit({"event": "error", "message": f"{agent.node}: {exc}"})
         return 1
@@ -1009,4 +1010,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    code = main(sys.argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # no teardown (2.4 ms of a 20 ms verification): every file is closed by now

@@ -61,7 +61,7 @@ def test_the_nodes_site_packages_are_not_run(tmp_path: Path) -> None:
 def test_a_verification_imports_only_what_it_uses(tmp_path: Path) -> None:
     """Every module is import time at every run on every node: a verification that finds
     everything in place loads neither pathlib (with urllib), contextlib, hashlib (with OpenSSL)
-    nor packing's queue."""
+    nor packing's queue and threading."""
     ckpt = make_checkpoint(tmp_path / "hf")
     dst = tmp_path / "dst"
     run(PYTHON, ckpt, dst, agent_input())
@@ -72,4 +72,4 @@ def test_a_verification_imports_only_what_it_uses(tmp_path: Path) -> None:
     loaded = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if "|" in line}
     assert "json" in loaded  # the listing is there
     assert not loaded & {"pathlib", "urllib", "urllib.parse", "contextlib", "hashlib", "_hashlib",
-                         "queue", "typing", "dataclasses"}, sorted(loaded)
+                         "queue", "threading", "typing", "dataclasses"}, sorted(loaded)
