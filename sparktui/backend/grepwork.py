@@ -33,10 +33,10 @@ PARALLEL_BYTES = 32 << 20
 and 32 MiB take some 40 ms to search."""
 PIPE_BYTES = 1 << 20  # a worker runs this far ahead of the merge (Linux's default limit)
 PER_CPU = 2
-"""Workers per core (with a core or more to spare): the merge shares the cores with them, and
-with twice as many workers as cores it slows each of them a little, where one per core left
-one of two workers behind the other by 11 ms at the end of a 4-rank grep on 2 cores (its
-core was the merge's too), with a core idle meanwhile."""
+"""Workers per core, on a machine of two cores or more. The merge shares the cores with them:
+with one worker a core, the worker whose core was also the merge's ended 11 ms after the other
+(a 4-rank grep on 2 cores), the other core idle meanwhile; with two a core, the merge slows
+each worker a little."""
 
 
 def cpus() -> int:
