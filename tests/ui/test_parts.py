@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
 
 from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.linefilter import LineFilter
@@ -123,4 +124,15 @@ def test_a_cut_line_keeps_both_ends_in_its_width(width: int) -> None:
     if 5 <= width < len(sentence):
         assert cut.startswith(sentence[:2]) and cut.endswith(sentence[-2:]) and "…" in cut
     assert middle_cut(sentence, len(sentence)) == sentence
+
+
+@pytest.mark.parametrize("width", [2, 5, 6, 17, 40])
+def test_a_cut_line_counts_wide_characters_as_two_cells(width: int) -> None:
+    sentence = "チェックポイント /srv/hf/日本語モデル/snapshots/0123 does not exist ✅"
+    cut = middle_cut(sentence, width)
+    assert width - 1 <= cell_len(cut) <= width  # one short where a wide character would straddle
+    assert "…" in cut
+    if width >= 5:  # both ends kept, each a wide character
+        assert cut.startswith("チ") and cut.endswith("✅")
+    assert middle_cut(sentence, cell_len(sentence)) == sentence
 

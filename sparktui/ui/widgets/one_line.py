@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len, get_character_cell_size
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
@@ -11,13 +12,25 @@ from sparktui.core.controls import visible
 
 def middle_cut(text: str, width: int) -> str:
     """``text`` in ``width`` cells at most, its middle given up (``checkpoint folder /tmp/…0277
-    does not exist``): the end of a sentence about a long path says what is wrong."""
-    if len(text) <= width:
+    does not exist``): the end of a sentence about a long path says what is wrong. Cells, not
+    characters: a wide character (CJK, most emoji) takes two."""
+    if cell_len(text) <= width:
         return text
     if width <= 1:
         return "…"[:width]
     tail = (width - 1) // 2
-    return f"{text[:width - 1 - tail]}…{text[len(text) - tail:]}"
+    return f"{_fit(text, width - 1 - tail)}…{_fit(text[::-1], tail)[::-1]}"
+
+
+def _fit(text: str, cells: int) -> str:
+    """The longest start of ``text`` in ``cells`` cells (one cell short when a wide character
+    would straddle the end)."""
+    used = 0
+    for i, char in enumerate(text):
+        used += get_character_cell_size(char)
+        if used > cells:
+            return text[:i]
+    return text
 
 
 class OneLine(Widget):
