@@ -53,7 +53,8 @@ from sparktui.core.errors import sentence
 from sparktui.core.linefilter import LineFilter
 from sparktui.core.names import UnsafeName, is_safe
 from sparktui.core.ownership import Adoptions, default_owner, owner_name, owner_of
-from sparktui.core.plan import LABEL_CLUSTER, LABEL_PLAN, LABEL_RANK, LABEL_RECIPE, Plan
+from sparktui.core.plan import LABEL_CLUSTER, LABEL_PLAN, LABEL_RANK, LABEL_RECIPE, Plan, RankPlan
+from sparktui.core.ports import PROC_NET, BusyPort, PortsInUse, listening
 from sparktui.core.ranks import RankInfo, first_failures
 from sparktui.core.recipe import Recipe
 from sparktui.core.runstore import MARKER, Run, RunStore, ts_epoch, utc_now
@@ -330,15 +331,36 @@ class Orchestrator:
             for node in extra:
                 await transports[node.name].close()
 
+    # -- ports -----------------------------------------------------------------------------
+    async def check_ports(self) -> list[BusyPort]:
+        """Every serving rank's API port that something on its node already listens on, from
+        each node's kernel tables, all nodes at once (``core/ports.py``). A node whose tables
+        cannot be read (not Linux) is not judged."""
+        wanted: dict[str, list[RankPlan]] = {}
+        for r in self.plan.ranks:
+            if r.serves_http:
+                wanted.setdefault(r.node, []).append(r)
+
+        async def one(node: str, ranks: list[RankPlan]) -> list[BusyPort]:
+            tables = await self.transports[node].run(["cat", *PROC_NET], timeout=15)
+            busy = listening(tables.stdout)  # no tcp6 table (IPv6 off): the exit code says 1
+            return [BusyPort(node, r.rank, r.port) for r in ranks if r.port in busy]
+
+        found = await asyncio.gather(*(one(node, ranks) for node, ranks in wanted.items()))
+        return [busy for group in found for busy in group]
+
     # -- launch ----------------------------------------------------------------------------
-    async def up(self, image_check: bool = True, adopt: bool = False) -> None:
+    async def up(self, image_check: bool = True, adopt: bool = False,
+                 port_check: bool = True) -> None:
         """Launch every rank (all at once by default). Ranks already running are reattached,
         not relaunched. Another owner's containers of this recipe stop it (``HeldElsewhere``,
         which says whose) unless ``adopt``: then they are taken over (reattached if running).
         Before anything starts, the image must be the same build on every node
-        (``image_check``; else ``ImageMismatch``, which names the nodes), and every rank's
+        (``image_check``; else ``ImageMismatch``, which names the nodes), every rank's
         container name must be free or held by the operator's own stopped container (else
-        ``NameClash``, which names each)."""
+        ``NameClash``, which names each), and no rank's API port may be taken on its node
+        (``port_check``; else ``PortsInUse``, which names each: the rank would fail at bind
+        after the others had started)."""
         mark("up: attach")
         attached = await self.attach(follow=False, adopt=adopt, say_held=False)
         blocking = [h for h in self.held if not self.ranks[h.rank].has_container]
@@ -354,6 +376,11 @@ class Orchestrator:
             if not check.ok:
                 raise ImageMismatch(check, self.recipe.slug)
         await self._free_names()
+        if port_check:
+            mark("up: port check")
+            busy = await self.check_ports()
+            if busy:
+                raise PortsInUse(busy)
         mark("up: run created")
         run = self.store.create(self.recipe.slug)
         run.write_plan(self.plan)

@@ -210,6 +210,8 @@ def _up(p: argparse.ArgumentParser) -> None:
                    "(the head) first, then the others")
     p.add_argument("--no-image-check", action="store_true",
                    help="start even when the image is missing on a node or differs across nodes")
+    p.add_argument("--no-port-check", action="store_true",
+                   help="start even when something on a node listens on a rank's API port")
     _adopt(p, "reattach to another owner's run of this recipe (or replace its stopped containers)")
     p.set_defaults(func=Verb("ops", "cmd_up"))
 

@@ -208,7 +208,8 @@ def cmd_up(args: argparse.Namespace) -> int:
                 for reason in unreachable.values():
                     err.print(plain(("error", "red"), f": {reason}"))
                 return exits.FAILED
-            await orch.up(image_check=not args.no_image_check, adopt=args.adopt)
+            await orch.up(image_check=not args.no_image_check, adopt=args.adopt,
+                          port_check=not args.no_port_check)
             assert orch.run is not None
             err.print(plain(f"run {orch.run.id} · logs in {orch.run.dir}"))
             if not args.wait:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,3 +64,21 @@ def test_failed_rank_fails_the_wait(cli, tmp_path: Path) -> None:  # type: ignor
         assert "Traceback (most recent call last)" in up.stderr
     finally:
         cli("down", str(folder))
+
+
+def test_up_refuses_a_port_in_use_and_starts_nothing(cli) -> None:  # type: ignore[no-untyped-def]
+    """Something already listens on rank 1's API port (local1: 30000 + its offset of 1): the
+    rank would fail at bind after the others had started, so nothing starts, and the sentence
+    names the node, the port and the rank. ``--no-port-check`` starts anyway."""
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the last test's probes: TIME_WAIT
+        taken.bind(("127.0.0.1", 30001))
+        taken.listen()
+        up = cli("up", "sparktui/recipes/demo-tp4", "--wait")
+        assert up.returncode == 1
+        assert ("local1: port 30001 (rank 1's API port) is already in use; nothing was started"
+                in up.stderr), up.stderr
+        status = json.loads(cli("status", "sparktui/recipes/demo-tp4", "--json").stdout)
+        assert all(r["container_id"] is None for r in status["ranks"])
+        forced = cli("up", "sparktui/recipes/demo-tp4", "--no-port-check")
+        assert forced.returncode == 0 and "already in use" not in forced.stderr, forced.stderr

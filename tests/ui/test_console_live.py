@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 
 from sparktui.ui.app import SparkApp
@@ -117,3 +118,24 @@ async def test_up_grep_add_check_restart_down(live_app: Callable[[], SparkApp]) 
         await wait_for(pilot, lambda: all(table.states.get(r) == "stopped" for r in range(4)), 30,
                        "every rank stopped")
         await pilot.press("q")
+
+
+async def test_u_with_a_port_taken_says_which_and_starts_nothing(live_app: Callable[[], SparkApp]) -> None:
+    """Something listens on rank 2's API port (local2: 30000 + its offset of 2): ``u`` says
+    which node, port and rank, and no rank starts."""
+    app = live_app()
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind(("127.0.0.1", 30002))
+        taken.listen()
+        async with app.run_test(size=SIZE) as pilot:
+            main = app.main_screen
+            await wait_for(pilot, main.ready.is_set, 15, "the demo recipe to open")
+            await pilot.press("u")
+            await wait_for(pilot, lambda: any(n.level == "error" and n.text.startswith("up: ")
+                                              for n in main.state.notices), 20, "up's answer")
+            [said] = [n.text for n in main.state.notices if n.text.startswith("up: ")]
+            assert said.startswith("up: local2: port 30002 (rank 2's API port) is already in use; "
+                                   "nothing was started"), said
+            assert all(main.ranks_table.states.get(r) in (None, "pending") for r in range(4))
+            await pilot.press("q")
