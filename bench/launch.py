@@ -9,7 +9,7 @@ engine stamped them in the run's log files) ready was reported. ``down`` between
 
 Where the time goes comes from the CLI's timing log (``SPARKTUI_TIMING``, see
 ``sparktui/core/timing.py``): process start and imports, loading the plan, the SSH connects, the
-Docker clients and the label search (attach), the image check, each container's create and
+Docker clients and the label search (attach), the image and port checks, each container's create and
 start, the first log lines, the ready line, the probes. In the same run, the floor it is
 measured against: ``python -c pass`` (a process start), one OpenSSH login to a node (``ssh
 node true``), and one container create+start on a node's engine straight from this machine.
@@ -171,7 +171,8 @@ PHASES: list[tuple[str, str, str]] = [
     ("SSH connects (every node at once)", r"^ssh .*: connecting", r"last:^ssh .*: connected"),
     ("then the last Docker client open", r"last:^ssh .*: connected", r"last:^docker .*: client ready"),
     ("attach (containers by label, every node)", r"^up: attach", r"^up: image check"),
-    ("image check (image id on every node)", r"^up: image check", r"^up: run created"),
+    ("image check, container names", r"^up: image check", r"^up: port check"),
+    ("port check (every rank's API port, from its node)", r"^up: port check", r"^up: run created"),
     ("run folder, then every container created and started", r"^up: run created",
      r"last:^rank \d+: booting"),
     ("last container running -> rank 0's ready line seen", r"last:^rank \d+: booting",

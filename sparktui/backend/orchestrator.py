@@ -54,7 +54,7 @@ from sparktui.core.linefilter import LineFilter
 from sparktui.core.names import UnsafeName, is_safe
 from sparktui.core.ownership import Adoptions, default_owner, owner_name, owner_of
 from sparktui.core.plan import LABEL_CLUSTER, LABEL_PLAN, LABEL_RANK, LABEL_RECIPE, Plan, RankPlan
-from sparktui.core.ports import PROC_NET, BusyPort, PortsInUse, listening
+from sparktui.core.ports import BusyPort, PortsInUse
 from sparktui.core.ranks import RankInfo, first_failures
 from sparktui.core.recipe import Recipe
 from sparktui.core.runstore import MARKER, Run, RunStore, ts_epoch, utc_now
@@ -62,6 +62,9 @@ from sparktui.core.telemetry import DEFAULT_INTERVAL, LOW_MEMORY
 from sparktui.core.timing import mark
 
 LABEL_RUN = "sparktui.run"
+PORT_PROBE_S = 2.0
+"""How long ``up`` waits for a port's answer on a node: a firewall that drops the connection
+leaves it unanswered, and a port nobody answers on is taken as free."""
 LaunchOrder = Literal["workers-first", "head-first", "parallel"]
 """How ``up`` starts the ranks: all at once by default (one container start per node, in parallel:
 starting the head after the workers cost a second container start, about 0.3 s of a 1.1 s launch
@@ -333,21 +336,27 @@ class Orchestrator:
 
     # -- ports -----------------------------------------------------------------------------
     async def check_ports(self) -> list[BusyPort]:
-        """Every serving rank's API port that something on its node already listens on, from
-        each node's kernel tables, all nodes at once (``core/ports.py``). A node whose tables
-        cannot be read (not Linux) is not judged."""
-        wanted: dict[str, list[RankPlan]] = {}
-        for r in self.plan.ranks:
-            if r.serves_http:
-                wanted.setdefault(r.node, []).append(r)
+        """Every serving rank's API port that a server on its node already answers on, at the
+        node's loopback or its fabric address: a connection from the node itself, a direct
+        channel over the SSH connection held, every port at once. 0.4 ms on the test cluster,
+        where reading the node's ``/proc/net/tcp`` took a command on the node (a session:
+        90-150 ms each, 450 ms for four at once)."""
+        fabric = {n.name: n.fabric_ip for n in self.nodes}
 
-        async def one(node: str, ranks: list[RankPlan]) -> list[BusyPort]:
-            tables = await self.transports[node].run(["cat", *PROC_NET], timeout=15)
-            busy = listening(tables.stdout)  # no tcp6 table (IPv6 off): the exit code says 1
-            return [BusyPort(node, r.rank, r.port) for r in ranks if r.port in busy]
+        async def taken(r: RankPlan) -> bool:
+            for host in dict.fromkeys((PROBE_HOST, fabric[r.node])):
+                try:
+                    _reader, writer = await asyncio.wait_for(
+                        self.transports[r.node].open_connection(host, r.port), PORT_PROBE_S)
+                except (OSError, asyncio.TimeoutError):  # refused, unreachable, or dropped
+                    continue
+                writer.close()
+                return True
+            return False
 
-        found = await asyncio.gather(*(one(node, ranks) for node, ranks in wanted.items()))
-        return [busy for group in found for busy in group]
+        ranks = [r for r in self.plan.ranks if r.serves_http]
+        found = await asyncio.gather(*(taken(r) for r in ranks))
+        return [BusyPort(r.node, r.rank, r.port) for r, busy in zip(ranks, found, strict=True) if busy]
 
     # -- launch ----------------------------------------------------------------------------
     async def up(self, image_check: bool = True, adopt: bool = False,

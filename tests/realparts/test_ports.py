@@ -1,7 +1,7 @@
-"""A port taken on one node of the real 4-node test cluster: ``up`` reads every node's kernel
-tables over its SSH connection and refuses before any container starts, naming the node, the
-port and the rank. Something listening on the node's fabric address alone counts too (a trial
-connection to the node's loopback would not have seen it)."""
+"""A port taken on one node of the real 4-node test cluster: ``up`` asks every node, over the SSH
+connection it holds, whether a server answers on each rank's API port, and refuses before any
+container starts, naming the node, the port and the rank. A server listening on the node's
+fabric address alone counts too (one on its loopback: tests/backend/test_local_up.py)."""
 
 from __future__ import annotations
 
