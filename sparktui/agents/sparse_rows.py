@@ -802,8 +802,8 @@ class Agent:
         import threading
 
         free: queue.Queue[Block] = queue.Queue()
-        size = max((f.block_bytes for f in todo), default=0)
-        for _ in range(BLOCKS if todo else 0):
+        size = max(f.block_bytes for f in todo)  # never empty: run() packs only when it must
+        for _ in range(BLOCKS):
             free.put(Block(size))
         to_hasher: queue.Queue[_Message] = queue.Queue()  # bounded by the buffers in flight
         to_writer: queue.Queue[_Message] = queue.Queue()
