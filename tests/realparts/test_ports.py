@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import docker
 import pytest
 
 from tests.conftest import ROOT
+from tests.realparts.test_image_sync import containers
 from tests.runner import Cli, sparktui_cli, state_env
 
 pytestmark = pytest.mark.realparts
@@ -49,10 +49,7 @@ def test_up_refuses_a_port_taken_on_a_node_and_starts_nothing(testbed: Any, cli:
         assert (f"{node.name}: port {API_PORT} (rank 2's API port) is already in use; nothing was "
                 "started" in up.stderr), up.stderr
         assert up.stderr.count("already in use") == 1  # the other three nodes' ports are free
-        started = [c for n in testbed.nodes for c in docker.DockerClient(
-            base_url=f"unix://{n.docker_socket}").containers.list(
-            all=True, filters={"label": "sparktui.recipe=demo-tp4"})]
-        assert started == []
+        assert containers(testbed) == []
     finally:
         holder.kill()
         holder.wait()

@@ -25,15 +25,9 @@ AGENT = Path(sparse_rows.__file__)
 PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 
 
-def agent_command(spec: dict[str, Any]) -> list[str]:
-    """The command staging runs on a node, with this machine's python3 (its stdin:
-    ``agent_input()``, as staging sends it)."""
-    return agent_argv(spec, PYTHON)
-
-
 def start_agent(spec: dict[str, Any]) -> subprocess.Popen[str]:
     """The agent started as staging starts it, its stdin sent and closed; read its stdout."""
-    proc = subprocess.Popen(agent_command(spec), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(agent_argv(spec, PYTHON), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True)
     assert proc.stdin is not None
     proc.stdin.write(agent_input())
@@ -53,9 +47,14 @@ def job(ckpt: Checkpoint, dst: Path, **kw: Any) -> dict[str, Any]:
             "ranks": [0, 1, 2, 3], "min_free_bytes": 0, "node": "testnode", **kw}
 
 
-def run_agent(spec: dict[str, Any], timeout: float = 120) -> tuple[int, list[dict[str, Any]]]:
-    proc = subprocess.run(agent_command(spec), input=agent_input(), capture_output=True,
-                          text=True, timeout=timeout)
+def run_agent(spec: dict[str, Any], timeout: float = 120, *, python: str = PYTHON,
+              stdin: str | None = None, prefix: list[str] | None = None,
+              env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[int, list[dict[str, Any]]]:
+    """The agent run as staging runs it (``stdin``: ``agent_input()`` unless given), under
+    ``prefix`` (``setpriv ...``); its exit code and events. It writes nothing to stderr."""
+    proc = subprocess.run([*(prefix or []), *agent_argv(spec, python)],
+                          input=agent_input() if stdin is None else stdin, capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=cwd)
     assert proc.stderr == "", proc.stderr
     return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines()]
 

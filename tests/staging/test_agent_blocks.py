@@ -48,7 +48,7 @@ def test_layouts_pack_byte_exact_with_the_ledger_hashes(tmp_path: Path, rows: tu
 
 def test_block_sizes_follow_the_layout() -> None:
     def packed(*widths: int, rows: int = 10**6) -> sparse_rows.PackedFile:
-        tensors = [sparse_rows.TensorInfo(f"t{i}", "U8", (rows, w), 0, rows * w, Path("/x"))
+        tensors = [sparse_rows.TensorInfo(f"t{i}", "U8", (rows, w), 0, rows * w, "/x")
                    for i, w in enumerate(widths)]
         return sparse_rows.PackedFile("f", 1, 0, 1, tensors, 0, rows)
 
@@ -64,7 +64,7 @@ def test_write_all_direct_with_a_ragged_end(tmp_path: Path) -> None:
     payload = os.urandom(3 * sparse_rows.DIRECT_ALIGN)
     block.view[:] = payload
     path = tmp_path / "out"
-    fd = sparse_rows._create(path)
+    fd = sparse_rows._create(str(path))
     try:
         direct = sparse_rows._set_direct(fd, True)  # False where the filesystem has no O_DIRECT
         direct = sparse_rows._write_all(fd, block.view[:2 * sparse_rows.DIRECT_ALIGN], direct)
@@ -103,7 +103,7 @@ def test_a_source_changed_in_place_with_its_mtime_kept_is_caught(ckpt: Checkpoin
     assert run_agent(job(ckpt, dst))[0] == 0
     name = "model.layers.1.engram.weight"
     blob = (ckpt.snapshot / ckpt.shard_of[name]).resolve()
-    (tensor,) = [t for t in sparse_rows.tensors_in(blob) if t.name == name]
+    (tensor,) = [t for t in sparse_rows.tensors_in(str(blob)) if t.name == name]
     st = blob.stat()
     weight = ckpt.tensors[name].copy()
     weight[0, 0] ^= 0xFF  # row 0: rank 0's first window

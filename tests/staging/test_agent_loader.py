@@ -11,16 +11,13 @@ from pathlib import Path
 
 from sparktui.backend.staging import agent_argv, agent_input
 from tests.staging.ckpt import Checkpoint, make_checkpoint
-from tests.staging.test_agent import PYTHON, job
+from tests.staging.test_agent import PYTHON, done, job, run_agent
 
 
 def run(python: str, ckpt: Checkpoint, dst: Path, stdin: str, **kw: object) -> dict[str, object]:
-    proc = subprocess.run(agent_argv(job(ckpt, dst, **kw), python), input=stdin,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and proc.stderr == "", proc.stdout + proc.stderr
-    result: dict[str, object] = json.loads(proc.stdout.splitlines()[-1])
-    assert result["event"] == "done"
-    return result
+    rc, events = run_agent(job(ckpt, dst, **kw), python=python, stdin=stdin)
+    assert rc == 0, events
+    return done(events)
 
 
 def statuses(result: dict[str, object]) -> set[str]:

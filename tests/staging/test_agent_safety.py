@@ -12,19 +12,15 @@ from typing import Any
 
 import pytest
 
-from sparktui.backend.staging import agent_input
 from tests.staging.ckpt import Checkpoint, make_checkpoint
-from tests.staging.test_agent import AGENT, PYTHON, agent_command, job
+from tests.staging.test_agent import AGENT, PYTHON, job, run_agent
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="some cases need root (chown, setpriv)")
 
 
 def agent(spec: dict[str, Any], env: dict[str, str] | None = None, cwd: Path | None = None,
           prefix: list[str] | None = None) -> tuple[int, list[dict[str, Any]]]:
-    proc = subprocess.run([*(prefix or []), *agent_command(spec)], input=agent_input(),
-                          capture_output=True, text=True, timeout=120, env=env, cwd=cwd)
-    assert proc.stderr == "", proc.stderr
-    return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines()]
+    return run_agent(spec, env=env, cwd=cwd, prefix=prefix)
 
 
 @pytest.fixture(scope="module")
