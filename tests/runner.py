@@ -54,3 +54,19 @@ def sparktui_run(env: dict[str, str], timeout: float = 120) -> Cli:
         return proc
 
     return run
+
+
+def child_processes(command_has: bytes = b"") -> list[Path]:
+    """This process's children (their ``/proc`` folders) whose command line holds
+    ``command_has`` (a fork's is its parent's)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if parent == os.getpid() and command_has in (proc / "cmdline").read_bytes():
+                found.append(proc)
+        except OSError:
+            continue
+    return found

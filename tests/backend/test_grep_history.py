@@ -3,7 +3,6 @@ progress while it scans, then the result; leaving early stops the scan."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ from sparktui.backend.history import GrepProgress, ScannerPool, grep_run
 from sparktui.core.linefilter import LineFilter
 from sparktui.core.rungrep import RunScan
 from sparktui.core.runstore import RunStore
+from tests.runner import child_processes
 
 
 def big_run(tmp_path: Path, lines: int) -> tuple[object, int]:
@@ -78,15 +78,7 @@ async def test_leaving_early_ends_the_scanner_processes(tmp_path: Path) -> None:
 
 def scanner_children() -> list[Path]:
     """This process's children running ``backend/grepscan.py``."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            if parent == os.getpid() and b"grepscan" in (proc / "cmdline").read_bytes():
-                found.append(proc)
-    return found
+    return child_processes(b"grepscan")
 
 
 async def test_the_whole_count_comes_before_the_lines(tmp_path: Path) -> None:

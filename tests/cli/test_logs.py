@@ -23,7 +23,7 @@ from sparktui.core.linefilter import LineFilter
 from sparktui.core.rungrep import merge_found, merged, norm_ts
 from sparktui.core.runstore import RankLog
 from tests.conftest import ROOT
-from tests.runner import Cli, local_env, sparktui_run
+from tests.runner import Cli, child_processes, local_env, sparktui_run
 
 SLUG = "demo-tp4"  # the shipped recipe: its runs are <state>/sparktui/runs/demo-tp4-<time>
 UNREACHABLE = """name = "far"
@@ -179,15 +179,7 @@ def test_a_big_run_gets_two_workers_a_core(tmp_path: Path, monkeypatch: pytest.M
 
 def _children() -> set[int]:
     """This process's child processes (a worker is a fork: no command line of its own)."""
-    me = str(os.getpid())
-    out = set()
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and (proc / "stat").read_text().rsplit(")", 1)[1].split()[1] == me:
-                out.add(int(proc.name))
-        except OSError:
-            continue
-    return out
+    return {int(proc.name) for proc in child_processes()}
 
 
 def test_a_worker_that_fails_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
