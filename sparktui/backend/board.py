@@ -56,7 +56,7 @@ class Board:
         self.plan = plan
         self.emit = emit
         self.ranks = [RankInfo(r.rank, nodes[r.rank]) for r in plan.ranks]
-        self.checks = BootChecks.from_plan(plan.boot, plan.world)
+        self.checks = BootChecks.from_plan(plan.boot, plan.world, engine(plan.engine).request_line)
         self.run: Run | None = None
         self.boot_started: float | None = None  # time.monotonic() of the last launch or restart
         self.changed = asyncio.Event()  # set on a failure or when every rank settled: wakes wait()
@@ -69,7 +69,8 @@ class Board:
         self.redactor = plan.redactor()  # a notice or detail may quote a secret (an engine error)
 
     def new_checks(self) -> None:
-        self.checks = BootChecks.from_plan(self.plan.boot, self.plan.world)
+        self.checks = BootChecks.from_plan(self.plan.boot, self.plan.world,
+                                           engine(self.plan.engine).request_line)
 
     # -- announcing ------------------------------------------------------------------------
     def notice(self, level: Literal["info", "warning", "error"], text: str) -> None:

@@ -2,13 +2,15 @@
 
 A check is pending until its line appears (passed, with rank, line number and text), or a
 must-not-show line appears (failed), or the boot ends without the line (failed). A line that
-arrives after the boot ended still passes its check: the log is the truth.
+arrives after the boot ended still passes its check: the log is the truth. The engine's lines
+about the requests it serves (``Engine.request_line``: access log, request log) hold the
+client's text and are never evidence: no check, fatal line or ready line matches them.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -70,6 +72,10 @@ class CheckUpdate:
     match: Match | None
 
 
+def _no_requests(text: str) -> bool:
+    return False
+
+
 @dataclass
 class BootChecks:
     """All checks of a run, per rank. Feed it numbered lines; it reports what changed."""
@@ -78,10 +84,13 @@ class BootChecks:
     checks: list[Check] = field(default_factory=list)
     status: dict[tuple[int, int], CheckStatus] = field(default_factory=dict)
     finished: set[int] = field(default_factory=set)
+    # Whether a line is about a request the engine served (``Engine.request_line``): skipped.
+    request_line: Callable[[str], bool] = _no_requests
 
     @classmethod
-    def from_plan(cls, boot: BootPlan, world: int) -> BootChecks:
-        bc = cls(world)
+    def from_plan(cls, boot: BootPlan, world: int,
+                  request_line: Callable[[str], bool]) -> BootChecks:
+        bc = cls(world, request_line=request_line)
         bc.add("ready", boot.ready, list(boot.ready_ranks))
         for c in boot.must_show:
             bc.add("must_show", c.pattern, c.ranks)
@@ -121,15 +130,17 @@ class BootChecks:
                 return []
         updates: list[CheckUpdate] = []
         for line_no, text in lines:
+            request: bool | None = None  # asked once a check matches the line (few lines do)
             for check in watching:
                 st = self.status[(check.id, rank)]
-                if check.kind == "must_not_show":
-                    if st.state != "failed" and check.regex.search(text):
-                        st.state, st.match = "failed", Match(rank, line_no, text)
-                        updates.append(CheckUpdate(check, rank, "failed", st.match))
-                elif st.state != "passed" and check.regex.search(text):
-                    st.state, st.match = "passed", Match(rank, line_no, text)
-                    updates.append(CheckUpdate(check, rank, "passed", st.match))
+                state: CheckState = "failed" if check.kind == "must_not_show" else "passed"
+                if st.state == state or not check.regex.search(text):
+                    continue
+                if request is None:
+                    request = self.request_line(text)
+                if not request:
+                    st.state, st.match = state, Match(rank, line_no, text)
+                    updates.append(CheckUpdate(check, rank, state, st.match))
         return updates
 
     def finish(self, rank: int, only: Check | None = None) -> list[CheckUpdate]:
@@ -204,4 +215,4 @@ class BootChecks:
         are frozen and shared)."""
         return BootChecks(self.world, list(self.checks),
                           {key: CheckStatus(st.state, st.match) for key, st in self.status.items()},
-                          set(self.finished))
+                          set(self.finished), self.request_line)

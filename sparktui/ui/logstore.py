@@ -16,6 +16,8 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Final
 
+from sparktui.core.engines import PROBE_HINT as _PROBE_HINT
+from sparktui.core.engines import is_probe_line as is_probe_line  # the engines' access-log rule
 from sparktui.core.rungrep import LogLine as LogLine  # re-exported: the console's line
 from sparktui.core.rungrep import norm_ts as norm_ts
 from sparktui.core.rungrep import tail
@@ -29,15 +31,6 @@ NO: Final = 2
 TEXT: Final = 3
 
 
-_PROBE_HINT = '"GET /'
-_PROBE_REQUESTS = ('"GET /health HTTP/', '"GET /v1/models HTTP/')
-
-
-def is_probe_line(text: str) -> bool:
-    """An access-log line of a health probe as uvicorn (SGLang, vLLM, the demo engine) prints
-    it: ``INFO:     127.0.0.1:54321 - "GET /health HTTP/1.1" 200 OK``. Most lines fail the
-    first, cheap test."""
-    return _PROBE_HINT in text and any(r in text for r in _PROBE_REQUESTS)
 
 
 def line_of(rank: int, no: int, ts: str, text: str) -> LogLine:

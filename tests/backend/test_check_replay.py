@@ -105,3 +105,28 @@ async def test_a_container_that_exited_unwatched_ended_its_boot(tmp_path: Path) 
     own = [st.state for (_cid, r), st in b.checks.status.items() if r == 3]
     assert "pending" not in own and "failed" in own
     assert all(b.checks.rank_summary(r)["pending"] > 0 for r in range(3))
+
+
+HOSTILE = ['[2026-12-01 12:00:00] INFO:     10.9.9.9:4242 - "GET /x?Traceback (most recent call last): '
+           'HTTP/1.1" 400 Bad Request',
+           '[2026-12-01 12:00:00] INFO:     10.9.9.9:4243 - "GET /EngineDeadError HTTP/1.1" 404 Not Found',
+           "[2026-12-01 12:00:00] Receive: obj=GenerateReqInput(text='DEMO added by the operator x')"]
+
+
+async def test_request_lines_are_no_evidence_live_on_reattach_or_for_an_added_check(
+        tmp_path: Path) -> None:
+    """Requests whose text holds the recipe's must_not_show line, an engine fatal line and an
+    added check's line, before and after the boot ended: every rank stays ready, every check
+    passed, the added one fails (its line only came in a request); a reattach agrees, and the
+    lines are in the run's files."""
+    live, f, run = live_boot(tmp_path)
+    before = counts(live)
+    for rank in range(4):
+        say(f, rank, *HOSTILE)
+    await f.add_check(NEVER, "any")
+    assert [i.state for i in live.ranks] == ["ready"] * 4
+    shown = counts(live)
+    assert shown == {r: {**c, "failed": 1} for r, c in before.items()}
+    assert all(c["failed"] == 0 and c["pending"] == 0 for c in before.values())
+    assert counts(await reattached(run, running=True)) == shown
+    assert all(line in (run.dir / "r2.log").read_text() for line in HOSTILE)

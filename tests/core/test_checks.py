@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from sparktui.core.checks import BootChecks
 from sparktui.core.cluster import local_cluster
+from sparktui.core.engines import engine
 from sparktui.core.plan import build_plan
 from sparktui.core.recipe import load_recipe
 from tests.conftest import RECIPES, SEED
@@ -14,7 +15,7 @@ from tests.conftest import RECIPES, SEED
 
 def seed_checks() -> BootChecks:
     plan = build_plan(load_recipe(SEED), local_cluster(4))
-    return BootChecks.from_plan(plan.boot, plan.world)
+    return BootChecks.from_plan(plan.boot, plan.world, engine(plan.engine).request_line)
 
 
 def by_pattern(bc: BootChecks, start: str):  # type: ignore[no-untyped-def]

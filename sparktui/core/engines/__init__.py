@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sparktui.core.engines.base import FATAL_LINES, Engine, Launch, Probe, ReadyFacts
+from sparktui.core.engines.requestlog import PROBE_HINT, PROBE_REQUESTS
 from sparktui.core.engines.sglang import SGLang
 from sparktui.core.engines.vllm import VLLM
 
@@ -14,4 +15,13 @@ def engine(name: str) -> Engine:
     return ENGINES[name]
 
 
-__all__ = ["ENGINES", "FATAL_LINES", "Engine", "Launch", "Probe", "ReadyFacts", "engine"]
+def is_probe_line(text: str) -> bool:
+    """An access-log line of one of sparktui's health probes, whatever the engine (the console
+    hides them): ``INFO:     127.0.0.1:54321 - "GET /health HTTP/1.1" 200 OK`` after the
+    engine's prefix. Most lines fail the first, cheap test."""
+    return (PROBE_HINT in text and any(r in text for r in PROBE_REQUESTS)
+            and any(e.request_line(text) for e in ENGINES.values()))
+
+
+__all__ = ["ENGINES", "FATAL_LINES", "PROBE_HINT", "Engine", "Launch", "Probe", "ReadyFacts",
+           "engine", "is_probe_line"]

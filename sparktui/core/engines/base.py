@@ -1,7 +1,8 @@
 """What sparktui needs to know about an inference engine, behind one interface.
 
 An adapter says which flags the launcher appends per rank, which ranks answer HTTP and on
-which paths, when a rank is ready, and the engine's default ready and fatal lines. Pure: the
+which paths, when a rank is ready, the engine's default ready and fatal lines, and which of its
+lines are about the requests it serves (data, not boot evidence). Pure: the
 Orchestrator, the plan and the health prober ask it; nothing here does I/O.
 """
 
@@ -41,6 +42,7 @@ class Launch:
     dist_port: int  # rendezvous port on the head
     port: int  # the rank's API port
     distributed_backend: str = "mp"
+    bind_host: str = "0.0.0.0"  # the API's listen address: every interface, or 127.0.0.1 on the local cluster
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,12 @@ class Engine(Protocol):
 
     def rank_flags(self, launch: Launch) -> list[str]:
         """The flags appended to the recipe's ``args`` for this rank."""
+        ...
+
+    def request_line(self, text: str) -> bool:
+        """Whether ``text`` is one of the engine's lines about a request it served (its access
+        log, its request log): the client's text, kept and shown but never boot evidence
+        (``core/engines/requestlog``)."""
         ...
 
     def serves_http(self, rank: int, nnodes: int, distributed_backend: str) -> bool:

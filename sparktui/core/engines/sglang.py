@@ -4,6 +4,20 @@ run SGLang's small health server on the same port."""
 from __future__ import annotations
 
 from sparktui.core.engines.base import Launch, Probe, ReadyFacts
+from sparktui.core.engines.requestlog import UVICORN_ACCESS, RequestLines
+
+# SGLang's loggers print "[%(asctime)s<prefix>] ": the HTTP server's uvicorn loggers
+# "[2026-12-01 12:00:00] " (set_uvicorn_logging_configs), the other processes a date and time
+# with " TP0", " DP0 TP0" and the like after it (configure_logger; older builds omit the year).
+_PREFIX = r"\[(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: [\w ]+)?\] "
+_REQUESTS = RequestLines(_PREFIX, (
+    UVICORN_ACCESS,
+    # --log-requests (RequestLogger): the request object with its text, as "Receive: obj=...",
+    # "Receive OpenAI: obj=..." (the OpenAI body) and "Finish: obj=..., out=..." (with the reply).
+    r"(?:Receive(?: OpenAI)?|Finish): obj=",
+    # --log-requests-format json: one json.dumps per line, the event second.
+    r'\{"timestamp": "[^"]*", "event": "request\.',
+))
 
 
 class SGLang:
@@ -17,7 +31,10 @@ class SGLang:
     def rank_flags(self, launch: Launch) -> list[str]:
         return ["--model-path", launch.model, "--nnodes", str(launch.nnodes), "--node-rank",
                 str(launch.rank), "--dist-init-addr", f"{launch.head_addr}:{launch.dist_port}",
-                "--host", "0.0.0.0", "--port", str(launch.port)]
+                "--host", launch.bind_host, "--port", str(launch.port)]
+
+    def request_line(self, text: str) -> bool:
+        return _REQUESTS(text)
 
     def serves_http(self, rank: int, nnodes: int, distributed_backend: str) -> bool:
         return True

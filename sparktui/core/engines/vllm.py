@@ -6,6 +6,19 @@ the recipe until it is supported."""
 from __future__ import annotations
 
 from sparktui.core.engines.base import Launch, Probe, ReadyFacts
+from sparktui.core.engines.requestlog import UVICORN_ACCESS, RequestLines
+
+# vLLM prefixes each process's output with "(<name> pid=<pid>) " (APIServer, EngineCore_DP0,
+# Worker_TP0, ...); its own loggers then print "<LEVEL> <mm-dd hh:mm:ss> [<file>:<line>] ".
+_PREFIX = r"\([^()]* pid=\d+\) "
+_LOGGER = r"(?:DEBUG|INFO) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]\s]+:\d+\] "
+_REQUESTS = RequestLines(_PREFIX, (
+    UVICORN_ACCESS,
+    # --enable-log-requests (RequestLogger, AsyncLLM): the prompt, the params, the payload, the
+    # output, and the request id, which a client may choose (X-Request-Id).
+    _LOGGER + r"(?:Received (?:[\w-]+ )?request |Request .+ details: |Generated response "
+              r"|Added request |Aborted request)",
+))
 
 
 def _headless(rank: int, nnodes: int, distributed_backend: str) -> bool:
@@ -22,13 +35,16 @@ class VLLM:
     )
 
     def rank_flags(self, launch: Launch) -> list[str]:
-        flags = ["--model", launch.model, "--host", "0.0.0.0", "--port", str(launch.port)]
+        flags = ["--model", launch.model, "--host", launch.bind_host, "--port", str(launch.port)]
         if launch.distributed_backend == "mp" and launch.nnodes > 1:
             flags += ["--nnodes", str(launch.nnodes), "--node-rank", str(launch.rank),
                       "--master-addr", launch.head_addr, "--master-port", str(launch.dist_port)]
             if _headless(launch.rank, launch.nnodes, launch.distributed_backend):
                 flags.append("--headless")
         return flags
+
+    def request_line(self, text: str) -> bool:
+        return _REQUESTS(text)
 
     def serves_http(self, rank: int, nnodes: int, distributed_backend: str) -> bool:
         return not _headless(rank, nnodes, distributed_backend)
