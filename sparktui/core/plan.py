@@ -12,7 +12,7 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sparktui.core.cluster import Cluster, Node
+from sparktui.core.cluster import LOCAL_HEAD, Cluster, Node
 from sparktui.core.engines import FATAL_LINES, Launch, engine
 from sparktui.core.ownership import LABEL_OWNER
 from sparktui.core.placeholders import substitute
@@ -233,11 +233,14 @@ def docker_run_line(c: ContainerSpec, show_secrets: bool = False,
 
 def rank_flags(recipe: Recipe, rank: int, cluster: Cluster, port: int) -> list[str]:
     """The flags the launcher appends to ``args`` for ``rank``: the engine adapter's rule
-    (``core/engines``), fed from the recipe and the cluster."""
+    (``core/engines``), fed from the recipe and the cluster. The API listens on every interface
+    of a real node (clients and the other nodes reach it there), on the loopback only on the
+    local cluster: this machine's network has no business reaching a demo rank."""
     spec = recipe.spec
     return engine(spec.engine).rank_flags(Launch(
         model=spec.model, nnodes=spec.required_nodes, rank=rank, head_addr=cluster.head.fabric_ip,
         dist_port=cluster.dist_init_port, port=port, distributed_backend=spec.distributed_backend,
+        bind_host=LOCAL_HEAD if cluster.is_local else "0.0.0.0",
     ))
 
 
