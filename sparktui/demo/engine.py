@@ -362,14 +362,18 @@ def parse_config(argv: Sequence[str] | None = None, env: dict[str, str] | None =
 
 class Log:
     """Writes ``[time TP<rank>] line`` (SGLang's prefix) or ``(Worker_TP<rank> pid=<pid>) INFO
-    mm-dd time [demo] line`` (vLLM's) to stdout, one locked write and flush per batch."""
+    mm-dd time [demo] line`` (vLLM's) to stdout, one locked write and flush per batch. The HTTP
+    server's lines (``server``) carry what the engine's uvicorn loggers print before theirs:
+    ``[time] `` (SGLang) or ``(APIServer pid=<pid>) `` (vLLM)."""
 
     def __init__(self, rank: int, out: BinaryIO | None = None, style: str = "sglang") -> None:
         if style == "vllm":
             self._lead = f"(Worker_TP{rank} pid={os.getpid()}) INFO "
             self._time, self._tail = "%m-%d %H:%M:%S", " [demo] "
+            self._server = (f"(APIServer pid={os.getpid()}) ", "", "")
         else:
             self._lead, self._time, self._tail = "[", "%Y-%m-%d %H:%M:%S", f" TP{rank}] "
+            self._server = ("[", self._time, "] ")
         self._out: BinaryIO | None = out if out is not None else getattr(sys.stdout, "buffer", None)
         self._lock = threading.Lock()
         self._closed = False
@@ -379,9 +383,16 @@ class Log:
 
     def lines(self, lines: Sequence[str]) -> None:
         """Write a batch of lines (none may contain a newline) with one write and one flush."""
+        self._write(self._lead + time.strftime(self._time) + self._tail, lines)
+
+    def server(self, line: str) -> None:
+        """A line of the HTTP server's loggers (uvicorn's in SGLang and vLLM)."""
+        lead, stamp, tail = self._server
+        self._write(lead + (time.strftime(stamp) if stamp else "") + tail, [line])
+
+    def _write(self, head: str, lines: Sequence[str]) -> None:
         if not lines:
             return
-        head = self._lead + time.strftime(self._time) + self._tail
         data = "".join([head + line + "\n" for line in lines]).encode("utf-8", "replace")
         with self._lock:
             if self._closed or self._out is None:
@@ -570,6 +581,14 @@ class _Peer:
         self.bye = False
 
 
+def _listen_address(dist_host: str, family: int) -> str:
+    """Where rank 0 listens for the rendezvous: on the loopback when the group meets there (the
+    local cluster: nothing else on the network should reach it), else on every interface."""
+    if dist_host in ("127.0.0.1", "localhost", "::1"):
+        return "::1" if family == socket.AF_INET6 else "127.0.0.1"
+    return "::" if family == socket.AF_INET6 else "0.0.0.0"
+
+
 # ---------------------------------------------------------------------------------------------
 # HTTP
 
@@ -614,6 +633,9 @@ class _Handler(BaseHTTPRequestHandler):
         return server.engine
 
     # -- logging like uvicorn's access log ------------------------------------------------------
+    # The request line is logged as it came, as a lenient server would (uvicorn refuses a target
+    # with spaces): any text a client sends can reach an access line, which is what sparktui's
+    # rule for them (core/engines/requestlog) is tested against.
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         try:
             status = int(code)
@@ -621,7 +643,14 @@ class _Handler(BaseHTTPRequestHandler):
         except (TypeError, ValueError):
             status, phrase = 0, str(code)
         host, port = self.client_address[:2]
-        self.engine.log(f'INFO:     {host}:{port} - "{self.requestline}" {status} {phrase}')
+        self.engine.log.server(f'INFO:     {host}:{port} - "{self.requestline}" {status} {phrase}')
+
+    def log_error(self, format: str, *args: Any) -> None:
+        if format.startswith("code "):  # send_error: the request could not be parsed
+            # uvicorn's sentence, which names no part of the request (the stdlib's quotes it).
+            self.engine.log.server("WARNING:  Invalid HTTP request received.")
+        else:
+            self.log_message(format, *args)
 
     def log_message(self, format: str, *args: Any) -> None:
         self.engine.log("DEMO http: " + (format % args))
@@ -1089,7 +1118,7 @@ class Engine:
         listener = socket.socket(family, socket.SOCK_STREAM)
         try:
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            listener.bind(("::" if family == socket.AF_INET6 else "0.0.0.0", cfg.dist_port))
+            listener.bind((_listen_address(cfg.dist_host, family), cfg.dist_port))
             listener.listen(64)
         except OSError as exc:
             listener.close()
