@@ -70,3 +70,15 @@ def child_processes(command_has: bytes = b"") -> list[Path]:
         except OSError:
             continue
     return found
+
+
+def listening(table: str = "/proc/net/tcp") -> dict[int, str]:
+    """Local port -> local address (hex, as the kernel writes it: ``0100007F`` is 127.0.0.1,
+    ``00000000`` every interface) of each listening socket of this network namespace."""
+    out = {}
+    for row in Path(table).read_text().splitlines()[1:]:
+        fields = row.split()
+        address, port = fields[1].split(":")
+        if fields[3] == "0A":  # TCP_LISTEN
+            out[int(port, 16)] = address
+    return out

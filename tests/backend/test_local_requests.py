@@ -1,0 +1,83 @@
+"""One request cannot fail a rank: on the local cluster (real demo processes), requests whose
+path holds the recipe's must_not_show line and the engines' fatal lines leave every rank ready
+and every check passed, while the access lines stay in the run's files; and the ranks listen on
+the loopback only. Run inside ``unshare -n`` (fixed ports)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.runner import Cli, listening, local_env, sparktui_run
+
+RECIPE = "sparktui/recipes/demo-tp4"
+PORTS = [30000 + rank for rank in range(4)]  # the recipe's port + each local node's offset
+TB = "Traceback (most recent call last):"
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Iterator[Cli]:
+    run = sparktui_run(local_env(tmp_path))
+    yield run
+    run("down", RECIPE)
+
+
+def raw_request(port: int, target: str) -> bytes:
+    """The request line as written, spaces and all: the demo logs it as it came."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+def encoded_request(port: int, target: str) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", target)
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def test_a_request_holding_fatal_text_leaves_every_rank_ready(cli: Cli, tmp_path: Path) -> None:
+    up = cli("up", RECIPE, "--wait")
+    assert up.returncode == 0, up.stderr
+
+    # The test's own network namespace: every listening socket in it is the ranks'.
+    bound = listening()
+    assert set(PORTS) <= set(bound)
+    assert set(bound.values()) == {"0100007F"}, bound  # 127.0.0.1, not 0.0.0.0 (00000000)
+    assert listening("/proc/net/tcp6") == {}
+
+    for port in PORTS:  # every rank: the head's API and the workers' health servers
+        assert raw_request(port, f"/x?{TB}").startswith(b"HTTP/1.1 400 ")  # spaces: a bad line
+        for target in ("/EngineDeadError", "/NCCL%20error", "/x?Traceback%20(most%20recent%20call%20last):"):
+            assert encoded_request(port, target) == 404
+    assert encoded_request(PORTS[0], "/v1/models?The%20server%20is%20fired%20up") == 200
+
+    logs = sorted((tmp_path / "state").rglob("r[0-3].log"))
+    deadline = time.monotonic() + 10
+    status = {}
+    while time.monotonic() < deadline:
+        status = json.loads(cli("status", RECIPE, "--json").stdout)  # catches up with the ranks' logs
+        if all(f'"GET /x?{TB} HTTP/1.1" 400 Bad Request' in log.read_text() for log in logs):
+            break
+        time.sleep(0.2)
+    assert len(logs) == 4
+    for log in logs:
+        text = log.read_text()
+        assert f'"GET /x?{TB} HTTP/1.1" 400 Bad Request' in text, text[-2000:]
+        assert '"GET /EngineDeadError HTTP/1.1" 404 Not Found' in text
+        assert "Bad request syntax" not in text  # the demo quotes no request in its own lines
+
+    assert [r["state"] for r in status["ranks"]] == ["ready"] * 4, status["ranks"]
+    for r in status["ranks"]:
+        assert r["checks"]["failed"] == 0 and r["checks"]["pending"] == 0, r
