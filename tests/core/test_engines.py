@@ -8,7 +8,7 @@ from typing import get_args
 
 import pytest
 
-from sparktui.core.cluster import load_cluster
+from sparktui.core.cluster import load_cluster, local_cluster
 from sparktui.core.engines import ENGINES, FATAL_LINES, Launch, Probe, engine
 from sparktui.core.errors import RecipeError
 from sparktui.core.plan import build_plan
@@ -104,3 +104,13 @@ def test_plan_hash_of_a_running_cluster_does_not_change(recipe: Path | None, dig
     """The hashes before the adapters existed: containers launched then still match."""
     loaded = load_recipe(recipe) if recipe else load_recipe_text(VLLM_RECIPE)
     assert build_plan(loaded, load_cluster(CLUSTER4)).plan_hash == digest
+
+
+@pytest.mark.parametrize("recipe", ["demo-tp4", "demo-vllm-tp4"])
+def test_the_local_cluster_listens_on_the_loopback(recipe: str) -> None:
+    """A rank on this machine answers this machine only; a real node's on every interface
+    (its clients and the other nodes reach it there)."""
+    loaded = load_recipe(RECIPES / recipe / "recipe.toml")
+    for rank in build_plan(loaded, local_cluster(4)).ranks:
+        command = rank.container.command
+        assert command[command.index("--host") + 1] == "127.0.0.1"
