@@ -4,6 +4,7 @@ in new processes: a state folder of the test's own, and never a traceback."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -82,3 +83,14 @@ def listening(table: str = "/proc/net/tcp") -> dict[int, str]:
         if fields[3] == "0A":  # TCP_LISTEN
             out[int(port, 16)] = address
     return out
+
+
+def raw_get(port: int, target: str) -> bytes:
+    """``GET target`` to 127.0.0.1:port with the request line as written, spaces and all (an
+    HTTP client would encode them), and the whole answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer

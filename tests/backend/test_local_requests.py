@@ -7,35 +7,17 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+from tests.backend.test_local_up import cli
+from tests.runner import Cli, listening, raw_get
 
-from tests.runner import Cli, listening, local_env, sparktui_run
+__all__ = ["cli"]  # the fixture: a state folder of the test's own, demo-tp4 down after
 
 RECIPE = "sparktui/recipes/demo-tp4"
 PORTS = [30000 + rank for rank in range(4)]  # the recipe's port + each local node's offset
 TB = "Traceback (most recent call last):"
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Iterator[Cli]:
-    run = sparktui_run(local_env(tmp_path))
-    yield run
-    run("down", RECIPE)
-
-
-def raw_request(port: int, target: str) -> bytes:
-    """The request line as written, spaces and all: the demo logs it as it came."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
-        answer = b""
-        while chunk := sock.recv(65536):
-            answer += chunk
-    return answer
 
 
 def encoded_request(port: int, target: str) -> int:
@@ -58,7 +40,7 @@ def test_a_request_holding_fatal_text_leaves_every_rank_ready(cli: Cli, tmp_path
     assert listening("/proc/net/tcp6") == {}
 
     for port in PORTS:  # every rank: the head's API and the workers' health servers
-        assert raw_request(port, f"/x?{TB}").startswith(b"HTTP/1.1 400 ")  # spaces: a bad line
+        assert raw_get(port, f"/x?{TB}").startswith(b"HTTP/1.1 400 ")  # spaces: a bad line
         for target in ("/EngineDeadError", "/NCCL%20error", "/x?Traceback%20(most%20recent%20call%20last):"):
             assert encoded_request(port, target) == 404
     assert encoded_request(PORTS[0], "/v1/models?The%20server%20is%20fired%20up") == 200

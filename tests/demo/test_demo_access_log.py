@@ -5,25 +5,15 @@ takes its rendezvous there."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable
 
 from sparktui.core.engines import engine, is_probe_line
 from tests.demo.test_engine import Rank, free_port, get_json, rank_args, single, spawn, vllm_args
-from tests.runner import listening
+from tests.runner import listening, raw_get
 
 __all__ = ["spawn"]  # the fixture
 
 TB = "Traceback (most recent call last):"
-
-
-def raw_get(port: int, target: str) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
-        answer = b""
-        while chunk := sock.recv(65536):
-            answer += chunk
-    return answer
 
 
 def test_sglang_mode_prints_sglangs_access_lines(spawn: Callable[..., Rank]) -> None:
