@@ -76,6 +76,11 @@ def _no_requests(text: str) -> bool:
     return False
 
 
+def _decided(check: Check) -> CheckState:
+    """The state a matching line gives ``check``, after which its lines change nothing."""
+    return "failed" if check.kind == "must_not_show" else "passed"
+
+
 @dataclass
 class BootChecks:
     """All checks of a run, per rank. Feed it numbered lines; it reports what changed."""
@@ -113,8 +118,7 @@ class BootChecks:
         """Evaluate ``(line_no, text)`` lines of ``rank``; returns the checks whose state changed."""
         def open_(c: Check) -> bool:
             st = self.status.get((c.id, rank))
-            done = "failed" if c.kind == "must_not_show" else "passed"
-            return st is not None and st.state != done
+            return st is not None and st.state != _decided(c)
 
         watching = [c for c in ([only] if only else self.checks) if open_(c)]
         if not watching:
@@ -129,11 +133,11 @@ class BootChecks:
             if not watching:
                 return []
         updates: list[CheckUpdate] = []
+        # each check with its status on this rank and the state a matching line gives it
+        open_checks = [(c, self.status[(c.id, rank)], _decided(c)) for c in watching]
         for line_no, text in lines:
             request: bool | None = None  # asked once a check matches the line (few lines do)
-            for check in watching:
-                st = self.status[(check.id, rank)]
-                state: CheckState = "failed" if check.kind == "must_not_show" else "passed"
+            for check, st, state in open_checks:
                 if st.state == state or not check.regex.search(text):
                     continue
                 if request is None:
