@@ -16,10 +16,14 @@ import runpy
 import sys
 
 ENV = "SPARKTUI_SECRET_ARGS"
+USAGE = "usage: python [options] secret_argv.py (-m MODULE | -c CODE | SCRIPT) [ARGS...]\n"
 
 
 def main() -> None:
     args = sys.argv[1:]
+    if not args or args[0] in ("-h", "--help"):
+        sys.stdout.write(USAGE)
+        return
     for index, token in json.loads(os.environ.pop(ENV, "{}")).items():
         args[int(index)] = token
     head = args[0] if args else ""
