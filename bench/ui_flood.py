@@ -71,9 +71,12 @@ DIST_INIT_PORT = 25000  # the local cluster's --dist-init-addr port
 
 
 # -- setup -------------------------------------------------------------------------------------
-def flood_recipe(folder: Path, flood: int, port: int, world: int = WORLD) -> Path:
+def flood_recipe(folder: Path, flood: int, port: int, world: int = WORLD,
+                 secrets: bool = False) -> Path:
     """``recipes/demo-tp4`` with a 0 s boot, the flood switched on, its own ports and
-    ``world`` ranks (the local cluster gets as many nodes as the recipe needs)."""
+    ``world`` ranks (the local cluster gets as many nodes as the recipe needs); with
+    ``secrets`` an API key and an HF token, which every line is then searched for (the shim
+    and the follower mask them)."""
     edits = [
         ('"--demo-boot-seconds", "2"', '"--demo-boot-seconds", "0"'),
         ("\nport = 30000\n", f"\nport = {port}\n"),
@@ -83,6 +86,10 @@ def flood_recipe(folder: Path, flood: int, port: int, world: int = WORLD) -> Pat
         ('\nTP_SIZE = "4"\n', f'\nTP_SIZE = "{world}"\n'),
         ("world=4 rank=...", f"world={world} rank=..."),
     ]
+    if secrets:
+        edits += [('"--demo-boot-seconds", "0"', '"--demo-boot-seconds", "0", "--api-key", '
+                                                 '"sk-bench-secret-0001"'),
+                  ('\n[env]\n', '\n[env]\nHF_TOKEN = "hf_bench_token_0002"\n')]
     return demo_recipe(folder, SLUG, edits, "ui_flood")
 
 
@@ -508,6 +515,8 @@ def main() -> int:
     ap.add_argument("--keys", default="w", help="keys to press in turn, comma-separated (default w)")
     ap.add_argument("--size", default="160x50", help="terminal columns x rows (default 160x50)")
     ap.add_argument("--port", type=int, default=30400, help="the recipe's port, rank r on port + r")
+    ap.add_argument("--secrets", action="store_true",
+                    help="give the ranks an API key and an HF token (every line searched for them)")
     ap.add_argument("--profile", metavar="FILE", help="write a cProfile of the whole run to FILE")
     ap.add_argument("--default-gc", action="store_true",
                     help="leave Python's garbage collector as it is (the console settles it: gcpolicy)")
@@ -524,7 +533,7 @@ def main() -> int:
     os.environ["XDG_CONFIG_HOME"] = str(tmp / "config")
     for name in ("SPARKTUI_CLUSTER", "SPARKTUI_RECIPES"):
         os.environ.pop(name, None)  # the built-in local cluster; our recipes folder only
-    recipes = flood_recipe(tmp / "recipes", args.flood, args.port, args.ranks)
+    recipes = flood_recipe(tmp / "recipes", args.flood, args.port, args.ranks, args.secrets)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # still down and clean up
 
     rss = RssSampler()

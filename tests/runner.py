@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.conftest import RECIPES, ROOT
 
 TRACEBACK = "Traceback (most recent call last):\n  File"
 Cli = Callable[..., subprocess.CompletedProcess[str]]
@@ -94,3 +94,17 @@ def raw_get(port: int, target: str) -> bytes:
         while chunk := sock.recv(65536):
             answer += chunk
     return answer
+
+
+def secret_demo(folder: Path, *, api_key: str, hf_token: str, extra_env: str = "") -> Path:
+    """The shipped demo-tp4 recipe, copied to ``folder/demo-secrets``, booting in a second with
+    ``--api-key api_key`` and ``HF_TOKEN = hf_token`` (which the demo engine prints at boot, as
+    the real engines print their arguments) and ``extra_env`` lines in its ``[env]``."""
+    text = (RECIPES / "demo-tp4" / "recipe.toml").read_text().replace(
+        '    "--demo-boot-seconds", "2",\n',
+        f'    "--demo-boot-seconds", "1",\n    "--api-key", "{api_key}",\n').replace(
+        'SPARKTUI_DEMO_TICK = "1"\n', f'SPARKTUI_DEMO_TICK = "1"\nHF_TOKEN = "{hf_token}"\n{extra_env}')
+    recipe = folder / "demo-secrets"
+    recipe.mkdir(parents=True)
+    (recipe / "recipe.toml").write_text(text)
+    return recipe

@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,6 +43,8 @@ from typing import IO, Any
 MAX_LINE_BYTES = 32 * 1024
 # After the rank exits, how long descendants that escaped its group may keep the pipe open.
 DRAIN_AFTER_EXIT_S = 2.0
+MASK = b"********"
+MIN_REDACT = 4  # as core.redact: shorter values are masked where they stand, not searched for
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 PYTHON_NAMES = ("python", "python3")
 
@@ -50,6 +53,8 @@ PIDS = "pids.json"
 OUTPUT = "output.log"
 EXIT = "exit.json"
 SHIM_LOG = "shim.log"
+SECRET_ARGS_ENV = "SPARKTUI_SECRET_ARGS"
+BOOTSTRAP = Path(__file__).with_name("secret_argv.py")
 
 
 def utc_now() -> str:
@@ -97,6 +102,11 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def _open_output(path: Path) -> IO[bytes]:
+    """``output.log`` for appending, created 0600 (what the rank prints is its owner's)."""
+    return open(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600), "ab")
+
+
 def exit_code_of(returncode: int) -> tuple[int, int | None]:
     """Popen's ``-N`` for "killed by signal N" becomes docker's ``128 + N``."""
     if returncode < 0:
@@ -119,26 +129,77 @@ def rank_command(meta: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
     """The argv and environment of the rank described by ``meta``.
 
     ``python``/``python3`` become this interpreter: the venv that runs sparktui, where the
-    rank's own code (and sparktui) is importable.
+    rank's own code (and sparktui) is importable. Secret flag values (``meta["secret_args"]``:
+    ``{index: token}``, masked in ``meta["argv"]``) travel in the environment only: every user
+    can read a process's command line (``ps``), only its owner its environment. A Python rank
+    starts through ``secret_argv.py``, which puts them back into ``sys.argv``; any other
+    program cannot be given them that way, and is refused with a sentence (an ``OSError``).
     """
     argv = [str(a) for a in meta["argv"]]
     if argv and argv[0] in PYTHON_NAMES:
         argv[0] = sys.executable
     env = {**os.environ, **{str(k): str(v) for k, v in meta.get("env", {}).items()}}
+    secret = {int(i): str(t) for i, t in (meta.get("secret_args") or {}).items()}
+    if secret:
+        argv, start = _through_bootstrap(argv)
+        env[SECRET_ARGS_ENV] = json.dumps({str(i - start): t for i, t in secret.items()})
     return argv, with_pythonpath(env, project_root())
 
 
-class _LineWriter:
-    """Splits raw output into timestamped lines in ``output.log``; holds back a partial line."""
+def _through_bootstrap(argv: list[str]) -> tuple[list[str], int]:
+    """``argv`` run through ``secret_argv.py``, and the index in ``argv`` of the bootstrap's
+    first word (``-m``/``-c``/the script)."""
+    program = argv[0] if argv else ""
+    if os.path.basename(program).startswith("python"):
+        start = 1  # the interpreter's own options stay before the bootstrap
+        while start < len(argv) and argv[start].startswith("-") and argv[start] != "-" \
+                and argv[start][:2] not in ("-m", "-c"):
+            start += 2 if argv[start] in ("-W", "-X") else 1
+        return [*argv[:start], str(BOOTSTRAP), *argv[start:]], start
+    path = shutil.which(program) or program
+    interpreter = _python_shebang(path)
+    if interpreter is None:
+        raise OSError(f"{program}: a secret flag value reaches a local rank through its "
+                      "environment only, which sparktui can do for a Python program (python, "
+                      "python3 or a Python script); put the secret in [env] instead")
+    return [*interpreter, str(BOOTSTRAP), path, *argv[1:]], 0
 
-    def __init__(self, out: IO[bytes]) -> None:
+
+def _python_shebang(path: str) -> list[str] | None:
+    """The interpreter words of a Python script's ``#!`` line (``vllm``, ``sglang``), else None."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(256)
+    except OSError:
+        return None
+    words = first[2:].decode("utf-8", "replace").split() if first.startswith(b"#!") else []
+    return words if words and os.path.basename(words[-1]).startswith("python") else None
+
+
+class _LineWriter:
+    """Splits raw output into timestamped lines in ``output.log``; holds back a partial line.
+    The rank's secret values (``meta.json``'s ``redact``) are masked before anything is written:
+    engines print their own arguments at boot, API key included."""
+
+    def __init__(self, out: IO[bytes], secrets: list[str] | None = None) -> None:
         self.out = out
         self.pending = b""
+        self.secrets = sorted({s.encode("utf-8", "surrogateescape") for s in secrets or ()
+                               if len(s) >= MIN_REDACT}, key=len, reverse=True)
+        # A line cut for length is cut only this far behind what arrived, so a secret that
+        # straddles the cut is whole in the buffer, and masked, before it is cut.
+        self.keep = len(self.secrets[0]) if self.secrets else 0
+
+    def mask(self, data: bytes) -> bytes:
+        for secret in self.secrets:  # one search of the whole read per secret when none is in it
+            if secret in data:
+                data = data.replace(secret, MASK)
+        return data
 
     def feed(self, data: bytes) -> None:
-        pieces = (self.pending + data).split(b"\n")
+        pieces = self.mask(self.pending + data).split(b"\n")
         self.pending = pieces.pop()
-        while len(self.pending) > MAX_LINE_BYTES:
+        while len(self.pending) > MAX_LINE_BYTES + self.keep:
             pieces.append(self.pending[:MAX_LINE_BYTES])
             self.pending = self.pending[MAX_LINE_BYTES:]
         for piece in pieces:
@@ -154,7 +215,7 @@ class _LineWriter:
 
     def close(self) -> None:
         if self.pending:
-            self.write(self.pending)
+            self.write(self.mask(self.pending))
             self.pending = b""
         self.out.flush()
 
@@ -191,9 +252,10 @@ class Shim:
         """Start the rank and write ``pids.json``; on failure record the error as its exit."""
         for sig in FORWARDED_SIGNALS:
             signal.signal(sig, self._on_signal)
-        argv, env = rank_command(self.meta)
         started_at = utc_now()
+        argv: list[str] = [str(a) for a in self.meta["argv"]][:1]
         try:
+            argv, env = rank_command(self.meta)
             if not argv:
                 raise FileNotFoundError("empty command")
             self.child = subprocess.Popen(
@@ -201,7 +263,7 @@ class Shim:
                 env=env, start_new_session=True, close_fds=True,
             )
         except OSError as exc:
-            with open(self.dir / OUTPUT, "ab") as out:
+            with _open_output(self.dir / OUTPUT) as out:
                 writer = _LineWriter(out)
                 writer.write(f"sparktui: cannot start {argv[:1]}: {exc}".encode())
                 writer.close()
@@ -223,8 +285,8 @@ class Shim:
         child = self.child
         assert child is not None and child.stdout is not None
         fd = child.stdout.fileno()
-        with open(self.dir / OUTPUT, "ab") as out:
-            writer = _LineWriter(out)
+        with _open_output(self.dir / OUTPUT) as out:
+            writer = _LineWriter(out, self.meta.get("redact"))
             drain_deadline: float | None = None
             while True:
                 ready, _, _ = select.select([fd], [], [], 0.5)

@@ -109,6 +109,7 @@ class LogFollower:
         board = self.board
         run = run or board.run
         assert run is not None
+        lines = run.redactor.lines(lines)  # engines print their own arguments, API key included
         numbered = run.log(info.rank).append(lines)
         board.emit(LogBatch(run.id, info.rank, numbered))
         if run is not board.run:

@@ -44,6 +44,8 @@ from sparktui.agents.local_shim import (
 from sparktui.backend.runtime import ContainerState, LogChunk, NameTaken
 from sparktui.core.names import UnsafeName, child, is_safe
 from sparktui.core.plan import ContainerSpec
+from sparktui.core.private import DIR_MODE, opener, private_dir
+from sparktui.core.redact import MASK
 
 IMAGE_ID = "local"
 ID_PREFIX = "local-"
@@ -193,13 +195,19 @@ class LocalRuntime:
             raise NameTaken("local", holder)
 
         container_id = ID_PREFIX + secrets.token_hex(6)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.state_dir)
         folder = self._dir(container_id)
-        folder.mkdir(mode=0o700)  # meta.json holds the rank's environment
+        folder.mkdir(DIR_MODE)  # meta.json holds the rank's environment
+        os.chmod(folder, DIR_MODE)
+        argv = spec.argv
+        secret_at = spec.secrets.arg_positions(argv)
         meta = {
             "id": container_id,
             "name": spec.name,
-            "argv": spec.argv,
+            # secret flag values reach the rank through its environment only (local_shim)
+            "argv": [t[:secret_at[i]] + MASK if i in secret_at else t for i, t in enumerate(argv)],
+            "secret_args": {str(i): argv[i] for i in secret_at},
+            "redact": spec.secret_values(),  # masked in output.log before it is written
             "env": dict(spec.env),
             "labels": {**spec.labels, **extra_labels},
             "image": spec.image,
@@ -209,7 +217,7 @@ class LocalRuntime:
         write_json_atomic(meta_path, meta)
         # The shim's own environment stays sparktui's; the rank's env is applied by the shim.
         env = with_pythonpath(dict(os.environ), project_root())
-        with open(folder / SHIM_LOG, "ab") as log:
+        with open(folder / SHIM_LOG, "ab", opener=opener) as log:
             launcher = subprocess.Popen(
                 [sys.executable, "-m", "sparktui.agents.local_shim", str(meta_path)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,

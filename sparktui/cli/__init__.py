@@ -339,6 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser(verb_of(words)).parse_args(words)
     func: Handler = getattr(args, "func", _console)
     try:
+        _tighten_state()
         code = func(args)
         if argv is None and getattr(args, "leave_at_once", False):
             _leave(code)
@@ -350,6 +351,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # sparktui ... | head
         sys.stderr.close()
         return 0
+
+
+def _tighten_state() -> None:
+    """Once per state folder: what an older sparktui left readable by other users is made
+    private, with one line on stderr saying so (before the console opens, it stays on the
+    terminal)."""
+    from sparktui.config import config_dir, state_dir
+    from sparktui.core.private import tighten_once
+
+    try:
+        said = tighten_once(state_dir(), (config_dir() / "state.json",))
+    except SetupError:  # no home: the verb that needs a folder says so
+        return
+    if said:
+        sys.stderr.write(said + "\n")
 
 
 def _leave(code: int) -> NoReturn:

@@ -98,7 +98,7 @@ def rank_panel(plan: Plan, r: RankPlan, show_secrets: bool, appended_from: int) 
         env_table.add_row(plain(k), plain(v))
     grid.add_row(f"env ({len(env)})", env_table)
     grid.add_row("mounts", plain("\n".join(
-        f"{m.source} → {m.target}" + (" (ro)" if m.read_only else "") for m in c.mounts)))
+        f"{m.source} → {m.target}" + (" (ro)" if m.read_only else "") for m in c.shown_mounts(show_secrets))))
     grid.add_row("runtime", plain(f"network {c.network_mode} · ipc {c.ipc_mode} · shm "
                                   f"{c.shm_size or 'default'} · gpus {c.gpus}"))
     if c.devices or c.cap_add or c.ulimits:
@@ -107,7 +107,7 @@ def rank_panel(plan: Plan, r: RankPlan, show_secrets: bool, appended_from: int) 
             "cap_add " + ", ".join(c.cap_add) if c.cap_add else "",
             "ulimits " + ", ".join(f"{k}={v}" for k, v in c.ulimits.items()) if c.ulimits else "",
         ]))))
-    grid.add_row("labels", plain(", ".join(f"{k}={v}" for k, v in c.labels.items())))
+    grid.add_row("labels", plain(", ".join(f"{k}={v}" for k, v in c.shown_labels(show_secrets).items())))
     from rich.syntax import Syntax  # Pygments: 10 ms, wanted only by the plan view
 
     run = Syntax(visible(r.docker_run(show_secrets)), "bash", word_wrap=True, theme="ansi_dark",

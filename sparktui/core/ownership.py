@@ -10,7 +10,6 @@ are replaced carry the adopter's label from then on.
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import json
 import os
@@ -19,6 +18,8 @@ import socket
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from sparktui.core.private import private_dir, write_private
 
 LABEL_OWNER = "sparktui.owner"
 OWNER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.@+-]*$"
@@ -105,13 +106,5 @@ class Adoptions:
             self._save({k: v for k, v in data.items() if k not in container_ids})
 
     def _save(self, data: dict[str, dict[str, Any]]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{ADOPTED_FILE}.{os.getpid()}.tmp")
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        private_dir(self.path.parent)
+        write_private(self.path, json.dumps(data, indent=1, sort_keys=True))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -17,8 +18,8 @@ from sparktui.core.engines import FATAL_LINES, Launch, engine
 from sparktui.core.ownership import LABEL_OWNER
 from sparktui.core.placeholders import substitute
 from sparktui.core.recipe import HF_CACHE_IN_CONTAINER, CheckSpec, Recipe
-from sparktui.core.redact import Redactor
-from sparktui.core.secrets import Conceal, SecretRules, keyed, masked, shown
+from sparktui.core.redact import MIN_REDACT, Redactor
+from sparktui.core.secrets import Conceal, SecretRules, conceal_text, keyed, masked, shown
 from sparktui.core.units import parse_size
 
 LABEL_PREFIX = "sparktui."
@@ -63,20 +64,43 @@ class ContainerSpec:
 
     def shown_env(self, show_secrets: bool = False, conceal: Conceal | None = None) -> dict[str, str]:
         """The env with secret values masked (or as ``conceal`` renders them)."""
-        return self.secrets.conceal_env(self.env, _conceal(show_secrets, conceal))
+        how = _conceal(show_secrets, conceal)
+        free = self._free(how)
+        return {k: free(v) for k, v in self.secrets.conceal_env(self.env, how).items()}
 
     def shown_command(self, show_secrets: bool = False,
                       conceal: Conceal | None = None) -> list[str]:
-        """The command with the values of secret flags masked (``--api-key ********``)."""
-        return self.secrets.conceal_args(self.command, _conceal(show_secrets, conceal))
+        """The command with the values of secret flags masked (``--api-key ********``), and
+        secret values inside any other token (``sh -c "... $KEY ..."``)."""
+        how = _conceal(show_secrets, conceal)
+        return [self._free(how)(t) for t in self.secrets.conceal_args(self.command, how)]
 
     def shown_entrypoint(self, show_secrets: bool = False,
                          conceal: Conceal | None = None) -> list[str]:
-        return self.secrets.conceal_args(self.entrypoint, _conceal(show_secrets, conceal))
+        how = _conceal(show_secrets, conceal)
+        return [self._free(how)(t) for t in self.secrets.conceal_args(self.entrypoint, how)]
+
+    def shown_mounts(self, show_secrets: bool = False,
+                     conceal: Conceal | None = None) -> list[MountSpec]:
+        free = self._free(_conceal(show_secrets, conceal))
+        return [MountSpec(free(m.source), free(m.target), m.read_only) for m in self.mounts]
+
+    def shown_labels(self, show_secrets: bool = False,
+                     conceal: Conceal | None = None) -> dict[str, str]:
+        free = self._free(_conceal(show_secrets, conceal))
+        return {k: free(v) for k, v in self.labels.items()}
+
+    def _free(self, conceal: Conceal) -> Callable[[str], str]:
+        """Conceals the secret values (and URL passwords) inside any string of this spec."""
+        if conceal is shown:
+            return shown
+        values = sorted({v for v in self.secret_values() if len(v) >= MIN_REDACT},
+                        key=len, reverse=True)
+        return lambda text: conceal_text(text, values, conceal)
 
     def secret_values(self) -> list[str]:
         return self.secrets.values(self.env, self.entrypoint) + \
-            self.secrets.values(self.env, self.command)
+            self.secrets.values({}, self.command)
 
     def to_json(self, show_secrets: bool = False, conceal: Conceal | None = None) -> dict[str, Any]:
         data = asdict(self)
@@ -84,6 +108,8 @@ class ContainerSpec:
         data["env"] = self.shown_env(show_secrets, conceal)
         data["command"] = self.shown_command(show_secrets, conceal)
         data["entrypoint"] = self.shown_entrypoint(show_secrets, conceal)
+        data["mounts"] = [asdict(m) for m in self.shown_mounts(show_secrets, conceal)]
+        data["labels"] = self.shown_labels(show_secrets, conceal)
         return data
 
 
@@ -216,11 +242,11 @@ def docker_run_line(c: ContainerSpec, show_secrets: bool = False,
         parts += ["--cap-add", q(cap)]
     for name, limit in c.ulimits.items():
         parts += ["--ulimit", q(f"{name}={limit}")]
-    for m in c.mounts:
+    for m in c.shown_mounts(show_secrets, conceal):
         parts += ["-v", q(f"{m.source}:{m.target}" + (":ro" if m.read_only else ""))]
     for k, v in c.shown_env(show_secrets, conceal).items():
         parts += ["-e", q(f"{k}={v}")]
-    for k, v in c.labels.items():
+    for k, v in c.shown_labels(show_secrets, conceal).items():
         parts += ["--label", q(f"{k}={v}")]
     entrypoint = c.shown_entrypoint(show_secrets, conceal)
     if entrypoint:

@@ -34,6 +34,17 @@ class Redactor:
                 text = text.replace(value, MASK)
         return text
 
+    def lines(self, lines: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """``(ts, text)`` pairs with the values masked in each text. A batch that holds none is
+        returned as it is after one search of the whole batch per value (the usual case: a
+        flood's batch of 2,000 lines costs a join and a search, not 2,000 of each)."""
+        if not self.values:
+            return lines
+        joined = "\n".join(text for _, text in lines)
+        if not any(value in joined for value in self.values):
+            return lines
+        return [(ts, self.text(text)) for ts, text in lines]
+
     def data(self, data: Any) -> Any:
         """Every string in ``data`` (dicts, lists, tuples) redacted; other values as they are."""
         if not self.values:

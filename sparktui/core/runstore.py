@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sparktui.core.names import check_name, child, is_safe
+from sparktui.core.private import DIR_MODE, private_dir, private_open, write_private
 from sparktui.core.redact import Redactor
 
 TYPE_CHECKING = False  # ``typing`` is not imported on the path of ``sparktui logs`` (2 ms)
@@ -56,15 +57,6 @@ def ts_epoch(ts: str | None) -> float | None:
     return whole.timestamp() + (int(digits) / 10 ** len(digits) if digits else 0.0)
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 class RankLog:
     """``r<rank>.log``: one ``<timestamp>\\t<text>`` line per log line, numbered from 1."""
 
@@ -89,7 +81,7 @@ class RankLog:
             self.count += 1
             numbered.append((self.count, ts, clean))
             buf.append(f"{ts}\t{clean}\n")
-        with self.path.open("a", encoding="utf-8", errors="replace") as f:
+        with private_open(self.path, "a", encoding="utf-8", errors="replace") as f:
             f.write("".join(buf))
         return numbered
 
@@ -172,7 +164,7 @@ class Run:
         """Secrets stay masked on disk (env, args, the docker run line); from now on the plan's
         secret values are masked in every event too."""
         self.redactor = plan.redactor()
-        _atomic_write(self.plan_path, json.dumps(plan.to_json(show_secrets=False), indent=2))
+        write_private(self.plan_path, json.dumps(plan.to_json(show_secrets=False), indent=2))
 
     def rank_paths(self) -> dict[int, Path]:
         """Every rank's log file the run has, by rank (a rank that never wrote has none)."""
@@ -202,7 +194,7 @@ class Run:
     def event(self, kind: str, **data: Any) -> None:
         """One line of events.jsonl; the plan's secret values are masked in every string."""
         record = {"ts": utc_now(), "kind": kind, **self.redactor.data(data)}
-        with (self.dir / "events.jsonl").open("a") as f:
+        with private_open(self.dir / "events.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(record, default=str) + "\n")
 
     def events(self) -> list[dict[str, Any]]:
@@ -270,7 +262,7 @@ class Run:
         with self._cursor_write:
             if seq <= self._cursor_written:
                 return
-            _atomic_write(self.dir / "cursors.json", text)
+            write_private(self.dir / "cursors.json", text)
             self._cursor_written = seq
 
     def save_cursors(self) -> None:
@@ -302,7 +294,7 @@ class Run:
         """Become this run's follower; False when another live process is."""
         if self._lock is not None:
             return True
-        f = (self.dir / "follow.lock").open("a+")
+        f = private_open(self.dir / "follow.lock", "a+")
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -330,7 +322,7 @@ class RunStore:
 
     def create(self, slug: str) -> Run:
         check_name(slug, "recipe name")
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         run_id = f"{slug}-{stamp}"
         n = 1
@@ -338,7 +330,8 @@ class RunStore:
             n += 1
             run_id = f"{slug}-{stamp}-{n}"
         folder = child(self.root, run_id, "run id")
-        folder.mkdir()
+        folder.mkdir(DIR_MODE)
+        os.chmod(folder, DIR_MODE)  # mkdir's mode is cut by the umask, never widened
         return Run(run_id, folder)
 
     def open(self, run_id: str) -> Run | None:

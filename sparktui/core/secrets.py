@@ -24,6 +24,7 @@ from typing import Any
 
 from sparktui.core.errors import ConfigError
 from sparktui.core.names import UnsafeName, child
+from sparktui.core.private import private_dir
 from sparktui.core.problems import Problem
 from sparktui.core.redact import MASK, Redactor
 from sparktui.core.tomlsource import parse_toml
@@ -93,10 +94,28 @@ class SecretRules:
         return out
 
     def values(self, env: Mapping[str, str], argv: Sequence[str]) -> list[str]:
-        """Every secret value in ``env`` and ``argv`` (what free text is searched for)."""
+        """Every secret value in ``env`` and ``argv`` (what free text is searched for), the
+        passwords of URLs (``https://user:PASS@host``) in any of them included."""
         found = [v for k, v in env.items() if v and self.env_secret(k)]
         found += [argv[i][at:] for i, at in self.arg_positions(argv).items() if argv[i][at:]]
+        found += [m.group(2) for text in (*env.values(), *argv)
+                  for m in URL_CREDENTIALS.finditer(text)]
         return found
+
+
+URL_CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)([^\s/?#@]+)(?=@)")
+"""The password of ``scheme://user:password@host``: a secret wherever it is written."""
+
+
+def conceal_text(text: str, values: Sequence[str], conceal: Conceal) -> str:
+    """``text`` with a URL's password and every known secret value in it concealed (a secret
+    inside ``sh -c "... $KEY ..."``, a mount, another env value); ``values`` longest first."""
+    if "://" in text:
+        text = URL_CREDENTIALS.sub(lambda m: m.group(1) + conceal(m.group(2)), text)
+    for value in values:
+        if value in text:
+            text = text.replace(value, conceal(value))
+    return text
 
 
 def masked(_value: str) -> str:
@@ -166,7 +185,7 @@ def plan_key(state_root: Path, cluster: str) -> bytes:
     0600 in a 0700 folder, never following a link. Two processes creating it at once agree: the
     file appears whole or not at all (written aside, then linked into place)."""
     folder = state_root / "keys"
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dir(folder)
     try:
         path = child(folder, f"{cluster}.key", "plan key of cluster")
     except UnsafeName as exc:  # one error type for callers: the key cannot be used

@@ -356,6 +356,21 @@ def parse_config(argv: Sequence[str] | None = None, env: dict[str, str] | None =
     )
 
 
+def _credentials(cfg: Config) -> dict[str, str]:
+    """The API key and HF token this rank was given (``--api-key``, ``--hf-token`` or
+    ``HF_TOKEN``), which the real engines print among their arguments at boot: a launcher must
+    keep them out of its logs."""
+    found: dict[str, str] = {}
+    for i, arg in enumerate(cfg.ignored):
+        flag, eq, value = arg.partition("=")
+        if flag in ("--api-key", "--hf-token"):
+            value = value if eq else (cfg.ignored[i + 1] if i + 1 < len(cfg.ignored) else "")
+            found[flag[2:].replace("-", "_")] = value
+    if "hf_token" not in found and os.environ.get("HF_TOKEN"):
+        found["hf_token"] = os.environ["HF_TOKEN"]
+    return found
+
+
 # ---------------------------------------------------------------------------------------------
 # log output
 
@@ -872,6 +887,7 @@ class Engine:
                 "headless": cfg.headless, "demo_boot_seconds": cfg.boot_seconds,
                 "demo_fail_rank": cfg.fail_rank, "demo_fail_after": cfg.fail_after,
                 "demo_stall": cfg.stall, "demo_flood": cfg.flood, "demo_tick": cfg.tick,
+                **{k: ([v] if k == "api_key" else v) for k, v in _credentials(cfg).items()},
             }
             lines += [f"vLLM {'API server ' if not cfg.headless else ''}version {VLLM_VERSION}",
                       f"non-default args: {args!r}"]
@@ -884,7 +900,8 @@ class Engine:
                 f"chunked_prefill_size=4096, max_running_requests=16, "
                 f"demo_boot_seconds={cfg.boot_seconds}, demo_fail_rank={cfg.fail_rank}, "
                 f"demo_fail_after={cfg.fail_after}, demo_stall={cfg.stall}, demo_flood={cfg.flood}, "
-                f"demo_tick={cfg.tick})")
+                f"demo_tick={cfg.tick}"
+                + "".join(f", {k}={v!r}" for k, v in _credentials(cfg).items()) + ")")
         flags = [arg.split("=", 1)[0] for arg in cfg.ignored if arg.startswith("-")]
         if cfg.ignored:
             lines.append(f"DEMO ignoring {len(flags)} flag(s) the demo engine does not implement: "

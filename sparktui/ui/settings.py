@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,8 +30,11 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
+import contextlib
+
 from sparktui.config import config_dir
 from sparktui.core.cluster import HEALTH_BOOTING_S
+from sparktui.core.private import private_dir, write_private
 from sparktui.core.telemetry import DEFAULT_INTERVAL, LOW_MEMORY
 from sparktui.core.units import parse_duration, parse_size
 
@@ -130,10 +132,5 @@ def save_state(updates: dict[str, Any], folder: Path | None = None) -> None:
     """Merge ``updates`` into state.json, atomically; a read-only config dir is not an error."""
     path = state_path(folder)
     state = {**load_state(folder), **updates}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    with contextlib.suppress(OSError):
+        write_private(private_dir(path.parent) / path.name, json.dumps(state, indent=2) + "\n")

@@ -376,3 +376,45 @@ async def test_stop_after_the_supervisor_was_killed(rt: LocalRuntime) -> None:
     done = await rt.inspect(st.id)
     assert done.status == "exited" and done.exit_code == 143  # recorded by stop in the shim's place
     assert not pid_alive(pids["child_pid"], pids["child_start"])
+
+
+SECRET_ARGV = """\
+import hashlib, os, sys, time
+key, token = sys.argv[2], sys.argv[3].split("=", 1)[1]
+cmdline = open("/proc/self/cmdline", "rb").read()
+print("digests", hashlib.sha256(key.encode()).hexdigest(), hashlib.sha256(token.encode()).hexdigest())
+print("on the command line:", key.encode() in cmdline or token.encode() in cmdline)
+print("left in the environment:", "SPARKTUI_SECRET_ARGS" in os.environ)
+print("printed:", key, token, flush=True)
+sys.stdout.write("x" * ({cut} - 3) + key[:5])  # the line is cut for length across the key
+sys.stdout.flush()
+time.sleep(0.3)
+print(key[5:], flush=True)
+"""
+
+
+async def test_secret_flags_reach_a_python_rank_through_its_environment(rt: LocalRuntime) -> None:
+    import hashlib
+
+    key, token = "sk-argv-secret-1", "hf-argv-secret-2"
+    spec = make_spec("secret-argv", "", entrypoint=["python3", "-c", SECRET_ARGV.format(cut=MAX_LINE_BYTES)])
+    spec = ContainerSpec(**{**spec.__dict__, "command": ["--api-key", key, f"--hf-token={token}"],
+                            "env": {"HF_TOKEN": "hf-env-secret-3"}})
+    st = await rt.run(spec, {})
+    lines, _ = await collect(rt, st.id)
+    texts = [t for _, t in lines]
+    assert texts[:4] == [
+        f"digests {hashlib.sha256(key.encode()).hexdigest()} {hashlib.sha256(token.encode()).hexdigest()}",
+        "on the command line: False", "left in the environment: False", "printed: ******** ********"]
+    assert "".join(texts[4:]) == "x" * (MAX_LINE_BYTES - 3) + "********"
+    meta = json.loads((rt.state_dir / st.id / "meta.json").read_text())
+    assert meta["argv"][-3:] == ["--api-key", "********", "--hf-token=********"]
+
+
+async def test_a_secret_flag_is_not_given_to_a_program_on_its_command_line(rt: LocalRuntime) -> None:
+    spec = make_spec("secret-echo", "", entrypoint=["/bin/echo", "--api-key", "sk-echo-secret-4"])
+    st = await rt.run(spec, {})
+    assert st.status == "exited" and st.exit_code == 127
+    (line,), _ = await collect(rt, st.id)
+    assert "through its environment only" in line[1] and "[env]" in line[1]
+    assert "sk-echo-secret-4" not in line[1]

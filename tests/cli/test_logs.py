@@ -20,6 +20,7 @@ from sparktui.backend.grepwork import groups, searching
 from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.errors import SparkError
 from sparktui.core.linefilter import LineFilter
+from sparktui.core.private import tighten_once
 from sparktui.core.rungrep import merge_found, merged, norm_ts
 from sparktui.core.runstore import RankLog
 from tests.conftest import ROOT
@@ -57,6 +58,7 @@ def make_run(state: Path, *, ended: bool, start: datetime, lines: int = 40) -> P
     if ended:
         events.append({"ts": "2026-01-01T01:00:00.000000Z", "kind": "down", "kept": []})
     (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    tighten_once(state / "sparktui")  # private, as sparktui writes it (no notice to come)
     return run
 
 

@@ -539,3 +539,18 @@ def test_vllm_failing_rank_prints_a_vllm_traceback(spawn: Callable[..., Rank]) -
     assert "vllm/v1/worker/gpu_worker.py" in out
     assert head.wait_exit() == demo.EXIT_GROUP_LOST
     assert demo.VLLM_READY_LINE not in head.text()
+
+
+def test_the_api_key_and_hf_token_are_printed_as_the_engines_print_their_arguments(
+        spawn: Callable[..., Rank]) -> None:
+    """What a launcher must keep out of its logs: SGLang's ServerArgs and vLLM's non-default
+    args hold the key (vLLM's as a list) and the token, as the real engines print them."""
+    env = {"HF_TOKEN": "hf_demo_token_1"}
+    rank, _ = single(spawn, "--api-key", "sk-demo-key-1", env=env)
+    line = rank.wait_for("server_args=ServerArgs(")
+    assert "api_key='sk-demo-key-1', hf_token='hf_demo_token_1')" in line
+    port = free_port()
+    vllm = spawn("--model", "demo-org/Demo-1B", "--port", str(port), "--demo-boot-seconds", "0",
+                 "--api-key=sk-demo-key-2", env=env)
+    line = vllm.wait_for("non-default args: ")
+    assert "'api_key': ['sk-demo-key-2'], 'hf_token': 'hf_demo_token_1'}" in line

@@ -60,7 +60,7 @@ def rank_view(plan: Plan, rank: RankPlan, recipe_args: int, muted: str) -> Rende
     env = c.shown_env()
     grid.add_row("env", _text("\n".join(f"{k}={v}" for k, v in env.items()) or "-"))
     grid.add_row("mounts", _text("\n".join(f"{m.source} → {m.target}{' (ro)' if m.read_only else ''}"
-                                          for m in c.mounts) or "-"))
+                                          for m in c.shown_mounts()) or "-"))
     grid.add_row("shm", _text(c.shm_size or "-"))
     grid.add_row("network", _text(f"{c.network_mode} · ipc {c.ipc_mode} · gpus {c.gpus}"))
     if c.devices:
@@ -69,7 +69,7 @@ def rank_view(plan: Plan, rank: RankPlan, recipe_args: int, muted: str) -> Rende
         grid.add_row("cap_add", _text(" ".join(c.cap_add)))
     if c.ulimits:
         grid.add_row("ulimits", _text(" ".join(f"{k}={v}" for k, v in c.ulimits.items())))
-    grid.add_row("labels", _text("\n".join(f"{k}={v}" for k, v in c.labels.items())))
+    grid.add_row("labels", _text("\n".join(f"{k}={v}" for k, v in c.shown_labels().items())))
     run = Text(visible(rank.docker_run(show_secrets=False)), overflow="fold")
     return Group(grid, Text(""), Text("docker run", f"bold {muted}".strip()), run)
 
