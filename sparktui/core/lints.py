@@ -212,15 +212,20 @@ def lint_min_free(recipe: Recipe, cluster: Cluster | None) -> list[Problem]:
     return problems
 
 
+def first_node_values(recipe: Recipe, cluster: Cluster | None) -> dict[str, str]:
+    """The placeholders filled as for rank 0 on the first node (stand-ins without a cluster)."""
+    node = cluster.nodes[0] if cluster is not None and cluster.nodes else None
+    return {"hf": node.hf_cache if node else "/hf", "rank": "0",
+            "nnodes": str(recipe.spec.required_nodes), "node": node.name if node else "node",
+            "head": node.fabric_ip if node else "head"}
+
+
 def lint_node_paths(recipe: Recipe, cluster: Cluster | None) -> list[Problem]:
     """Folders on the nodes must be absolute once placeholders are filled: a relative path or
     ``~`` would be read against whatever folder the agent or docker happens to start in (a
     literal ``~`` folder, or docker's refusal), so it is an error here, with the fix."""
     spec = recipe.spec
-    node = cluster.nodes[0] if cluster is not None and cluster.nodes else None
-    values = {"hf": node.hf_cache if node else "/hf", "rank": "0",
-              "nnodes": str(spec.required_nodes), "node": node.name if node else "node",
-              "head": node.fabric_ip if node else "head"}
+    values = first_node_values(recipe, cluster)
     paths: list[tuple[tuple[str | int, ...], str]] = []
     for i, job in enumerate(spec.staging):
         paths += [(("staging", i, "src"), job.src), (("staging", i, "dst"), job.dst)]
@@ -246,10 +251,7 @@ def lint_node_values(recipe: Recipe, cluster: Cluster | None) -> list[Problem]:
     if cluster is not None and cluster.is_local:
         return []
     spec = recipe.spec
-    node = cluster.nodes[0] if cluster is not None and cluster.nodes else None
-    values = {"hf": node.hf_cache if node else "/hf", "rank": "0",
-              "nnodes": str(spec.required_nodes), "node": node.name if node else "node",
-              "head": node.fabric_ip if node else "head"}
+    values = first_node_values(recipe, cluster)
     found: list[tuple[tuple[str | int, ...], str]] = [(("model",), spec.model)]
     for i, job in enumerate(spec.staging):
         found += [(("staging", i, "src"), substitute(job.src, values)),
