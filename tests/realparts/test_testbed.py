@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 import sparktui_testbed as tbm
+from tests.conftest import IN_CI
 from tests.realparts.conftest import IMAGE
 
 pytestmark = pytest.mark.realparts
@@ -292,6 +293,8 @@ def test_login_shell_changes_one_node_only_and_is_put_back(testbed: Any) -> None
             # a command string read by the login shell itself: fish has $FISH_VERSION
             return (await conn.run("echo $FISH_VERSION\"_\"", check=False)).stdout.strip()
 
+    if not Path("/usr/bin/fish").is_file():
+        (pytest.fail if IN_CI else pytest.skip)("fish is not installed (./dev test installs it)")
     host_passwd = Path("/etc/passwd").read_bytes()
     tbm.login_shell(testbed.state_dir, node.name, "/usr/bin/fish")
     try:
