@@ -14,7 +14,10 @@ included) and the agent's own time (its `done` event: scan, ledgers, the sampled
 
 Targets (issue 13): pack >= 0.8x cp on a run where cp exceeds 900 MiB/s; verify <= 2 % of pack.
 
-    python bench/staging.py [--gib 2] [--dir /var/tmp] [--runs 5] [--python PATH]
+``--login-shell SHELL`` runs each agent as sshd runs a node's command: ``SHELL -c`` the string
+``transport.login_shell_command`` makes (issue 23: a few ms for ``/bin/sh`` and ``base64``).
+
+    python bench/staging.py [--gib 2] [--dir /var/tmp] [--runs 5] [--python PATH] [--login-shell SHELL]
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import numpy as np  # noqa: E402
 from safetensors.numpy import save_file  # noqa: E402
 
 from sparktui.backend.staging import agent_argv, agent_input  # noqa: E402
+from sparktui.backend.transport import login_shell_command  # noqa: E402
 
 NODE_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 SNAP = "hub/models--deepseek-ai--DeepSeek-V4.1-Flash/snapshots/dba1be0a40aa45a94ad051997016db3960a90277"
@@ -72,12 +76,16 @@ def warm(paths: list[Path]) -> None:
                 pass
 
 
-def agent(snap: Path, dst: Path, python: str, **kw: object) -> tuple[float, dict[str, object]]:
+def agent(snap: Path, dst: Path, python: str, login_shell: str | None = None,
+          **kw: object) -> tuple[float, dict[str, object]]:
     job = {"src": str(snap), "dst": str(dst), "id": "engram", "world": 4, "ranks": [0, 1, 2, 3],
            "min_free_bytes": 0, "node": "bench", **kw}
     stdin = agent_input()  # made once, before the clock: staging makes it once a process
+    argv = agent_argv(job, python)
+    if login_shell is not None:
+        argv = [login_shell, "-c", login_shell_command(argv)]
     t0 = time.perf_counter()
-    out = subprocess.run(agent_argv(job, python), input=stdin, capture_output=True, text=True,
+    out = subprocess.run(argv, input=stdin, capture_output=True, text=True,
                          check=True).stdout
     return time.perf_counter() - t0, json.loads(out.splitlines()[-1])
 
@@ -92,6 +100,8 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="filesystem to run on (default: the temp dir)")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--python", default=NODE_PYTHON, help="the node's python3 (default: %(default)s)")
+    ap.add_argument("--login-shell", default=None,
+                    help="run each agent through this shell as sshd does (default: directly)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         base = Path(tmp)
@@ -113,23 +123,24 @@ def main() -> None:
             warm(shards)
             sync()
             t0 = time.perf_counter()
-            _, result = agent(snap, base / "packed", args.python)
+            _, result = agent(snap, base / "packed", args.python, args.login_shell)
             sync()
             packs.append(time.perf_counter() - t0)
             assert result["event"] == "done", result
         verifies, own = [], []
         for _ in range(max(args.runs, 11)):  # tens of ms each: more rounds, a steadier median
-            verify_s, result = agent(snap, base / "packed", args.python)
+            verify_s, result = agent(snap, base / "packed", args.python, args.login_shell)
             assert result["bytes_written"] == 0 and {f["status"] for f in result["files"]} == {"verified"}
             verifies.append(verify_s)
             own.append(float(result["seconds"]))
-        full_s, _ = agent(snap, base / "packed", args.python, sample="all")
+        full_s, _ = agent(snap, base / "packed", args.python, args.login_shell, sample="all")
     pack_s, cp_s = statistics.median(packs), statistics.median(cps)
     verify_s, own_s = statistics.median(verifies), statistics.median(own)
     cp_rate, ratio = volume / cp_s / 2**20, (engram / pack_s) / (volume / cp_s)
     print(f"checkpoint: {engram / 2**30:.2f} GiB of engram rows (2 layers, world 4); cp volume "
           f"{volume / 2**30:.2f} GiB; median of {args.runs}, each ending in sync; "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; the agent run by {args.python}")
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; the agent run by {args.python}"
+          + (f" through {args.login_shell} -c" if args.login_shell else ""))
     print(f"pack:   {pack_s:.2f} s  {engram / pack_s / 2**20:.0f} MiB/s  (runs: "
           f"{', '.join(f'{t:.2f}' for t in packs)})")
     print(f"cp:     {cp_s:.2f} s  {cp_rate:.0f} MiB/s  (runs: {', '.join(f'{t:.2f}' for t in cps)})")

@@ -26,13 +26,15 @@ Usage (as root, from the repository root)::
     python3 -m sparktui_testbed down [--state DIR] [--purge]
     python3 -m sparktui_testbed stop-sshd NODE | start-sshd NODE
     python3 -m sparktui_testbed rekey NODE [--restore] [--update-known-hosts]
+    python3 -m sparktui_testbed login-shell NODE [SHELL]   (no SHELL: the machine's own)
 
 Importable: ``up(n, state_dir)``, ``down(state_dir)``, ``status(state_dir)``,
 ``load(state_dir)``, ``stop_sshd(state_dir, node)``, ``start_sshd(state_dir, node)``,
-``rekey(state_dir, node, restore=False)``, ``check_host()``.
+``rekey(state_dir, node, restore=False)``, ``login_shell(state_dir, node, shell)``,
+``check_host()``.
 
 Modules: config (names, paths, timeouts), runner (commands, errors, logging), layout (records,
-state dir, lock, cluster file), procs, mounts, netns, docker_api, image, daemons, verify,
+state dir, lock, cluster file), procs, mounts, loginshell, netns, docker_api, image, daemons, verify,
 host (check_host), cluster (the lifecycle API), cli.
 
 Standard library only; Python 3.10+.
@@ -41,7 +43,7 @@ Standard library only; Python 3.10+.
 from __future__ import annotations
 
 from .cli import main
-from .cluster import down, load, rekey, start_sshd, status, stop_sshd, up
+from .cluster import down, load, login_shell, rekey, start_sshd, status, stop_sshd, up
 from .config import DEFAULT_STATE_DIR, IMAGE, IMAGE_RECIPE_VERSION, STATE_ENV
 from .host import check_host
 from .image import build_image
@@ -61,6 +63,7 @@ __all__ = [
     "check_host",
     "down",
     "load",
+    "login_shell",
     "main",
     "rekey",
     "resolve_state_dir",

@@ -1,4 +1,4 @@
-"""The command line: `python -m sparktui_testbed up|down|status|stop-sshd|start-sshd|rekey`.
+"""The command line: `python -m sparktui_testbed up|down|status|stop-sshd|start-sshd|rekey|login-shell`.
 
 A thin argparse layer over the public API, for people (bring the cluster up once, point
 sparktui at its cluster.toml, poke at nodes) and for scripts (`status --json`, exit codes:
@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .cluster import down, rekey, start_sshd, status, stop_sshd, up
+from .cluster import down, login_shell, rekey, start_sshd, status, stop_sshd, up
 from .config import DEFAULT_STATE_DIR, STATE_ENV
 from .runner import TestbedError, set_verbose
 
@@ -68,6 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("node")
     p.add_argument("--restore", action="store_true", help="put the original key back")
     p.add_argument("--update-known-hosts", action="store_true")
+    p = add("login-shell", "set root's login shell on one node (no SHELL: the machine's own)")
+    p.add_argument("node")
+    p.add_argument("shell", nargs="?", default=None)
     args = ap.parse_args(argv)
     set_verbose(not args.quiet)
     try:
@@ -95,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             stop_sshd(args.state, args.node)
         elif args.cmd == "start-sshd":
             start_sshd(args.state, args.node)
+        elif args.cmd == "login-shell":
+            login_shell(args.state, args.node, args.shell)
         elif args.cmd == "rekey":
             print(
                 rekey(args.state, args.node, restore=args.restore, update_known_hosts=args.update_known_hosts)

@@ -24,6 +24,7 @@ from .config import BRIDGE, BRIDGE_IP, IMAGE, MAX_NODES, STORAGE_DRIVER_ENV, T_L
 from .host import check_host
 from .image import build_image
 from .layout import Node, Paths, Testbed, locked, write_cluster_file
+from .loginshell import set_login_shell
 from .mounts import is_mountpoint, mounts, ns_dir_private, setup_mntns, umount_under, under
 from .netns import leftovers, remove_forward_rule, setup_bridge, setup_netns
 from .procs import daemon_pid, ns_file_inode, tcp_open
@@ -347,6 +348,15 @@ def start_sshd(state_dir: str | os.PathLike[str] | None, node: str | int) -> Non
     paths, _, nd = _with_node(state_dir, node)
     with locked(paths):
         daemons.start_sshd(nd)
+
+
+def login_shell(state_dir: str | os.PathLike[str] | None, node: str | int,
+                shell: str | None, user: str = "root") -> None:
+    """Give ``user`` the login shell ``shell`` on this node only (None: the machine's own);
+    connections opened afterwards run their commands through it."""
+    paths, _, nd = _with_node(state_dir, node)
+    with locked(paths), step(nd.name, "login shell"):
+        set_login_shell(nd, user, shell)
 
 
 def rekey(

@@ -13,6 +13,7 @@ from typing import Literal
 from sparktui.backend.runtime import Runtime, RuntimeLost
 from sparktui.backend.transport import NodeError, Transport
 from sparktui.core.cluster import Node
+from sparktui.core.nodevalues import nic_names
 from sparktui.core.plan import Plan
 from sparktui.core.units import format_bytes
 
@@ -20,6 +21,13 @@ Verdict = Literal["passed", "warned", "failed"]
 
 PORT_FREE = ("import socket,sys\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
              "s.bind(('0.0.0.0',int(sys.argv[1])))")
+DST_CHECK = (
+    # the nearest folder of dst that exists (the agent makes the rest), whether it is writable,
+    # and its free space: a check only reads, it never makes dst
+    'd=$1; while [ ! -e "$d" ] && [ "$d" != / ]; do d=${d%/*}; d=${d:-/}; done; echo "$d"; '
+    '[ -d "$d" ] && [ -w "$d" ] || exit 3; df -Pk -- "$d"'
+)
+NOT_WRITABLE = 3
 
 
 @dataclass(frozen=True)
@@ -36,21 +44,6 @@ class Finding:
 
 def hf_snapshot_dir(hf_cache: str, model: str) -> str:
     return f"{hf_cache}/hub/models--{model.replace('/', '--')}"
-
-
-def nic_names(env: dict[str, str]) -> list[tuple[str, str]]:
-    """(variable, device) pairs NCCL is told to use; ``^`` (exclude) lists are skipped."""
-    out = []
-    for var, sysdir in (("NCCL_IB_HCA", "infiniband"), ("NCCL_SOCKET_IFNAME", "net"),
-                        ("GLOO_SOCKET_IFNAME", "net")):
-        value = env.get(var, "")
-        if not value or value.startswith("^"):
-            continue
-        for item in value.lstrip("=").split(","):
-            name = item.split(":")[0].strip()
-            if name:
-                out.append((var, f"/sys/class/{sysdir}/{name}"))
-    return out
 
 
 async def check_node(node: Node, transport: Transport, runtime: Runtime, plan: Plan,
@@ -102,21 +95,24 @@ async def check_node(node: Node, transport: Transport, runtime: Runtime, plan: P
             if not job.dst.startswith("/"):  # validation refuses it; never sent as an option
                 add(f"staging {job.id}", "failed", f"{job.dst} is not an absolute path")
                 continue
-            rc, out = await sh(["mkdir", "-p", "--", job.dst])
-            rc2, _ = await sh(["test", "-w", job.dst])
-            if rc or rc2:
-                add(f"staging {job.id}", "failed", f"{job.dst} is not writable: {out}")
+            res = await transport.run(["sh", "-c", DST_CHECK, "sparktui-doctor", job.dst], timeout=20)
+            rc, out = res.returncode, (res.stdout + res.stderr).strip()
+            folder, _, df = res.stdout.strip().partition("\n")  # stderr apart: df's last line counts
+            # where dst does not exist yet, the sentence names the folder the agent will make
+            # it in: that one's writability and free space are what staging meets
+            where = job.dst if folder == job.dst else f"{job.dst} (not there yet; in {folder})"
+            if rc == NOT_WRITABLE:
+                add(f"staging {job.id}", "failed", f"{where} is not a writable folder")
                 continue
-            rc, out = await sh(["df", "-Pk", "--", job.dst])
-            free = _df_free(out) if rc == 0 else None
+            free = _df_free(df) if rc == 0 else None
             if free is None:
-                add(f"staging {job.id}", "warned", f"cannot read free space at {job.dst}: {out}")
+                add(f"staging {job.id}", "warned", f"cannot read free space at {where}: {out}")
             elif free < job.min_free_bytes:
                 add(f"staging {job.id}", "failed",
-                    f"{job.dst} has {format_bytes(free)} free, needs {format_bytes(job.min_free_bytes)}")
+                    f"{where} has {format_bytes(free)} free, needs {format_bytes(job.min_free_bytes)}")
             else:
                 add(f"staging {job.id}", "passed",
-                    f"{job.dst} writable, {format_bytes(free)} free (needs "
+                    f"{where} writable, {format_bytes(free)} free (needs "
                     f"{format_bytes(job.min_free_bytes)})")
         port = plan.ranks[rank].port
         rc, out = await sh(["python3", "-c", PORT_FREE, str(port)])
@@ -124,9 +120,8 @@ async def check_node(node: Node, transport: Transport, runtime: Runtime, plan: P
             add("port", "passed", f"port {port} is free")
         else:
             add("port", "warned", f"port {port} is in use on {node.name}")
-        for var, path in nic_names(spec.env):
-            rc, _ = await sh(["test", "-e", path])
-            name = path.rsplit("/", 1)[1]
+        for var, name, sysdir in nic_names(spec.env):
+            rc, _ = await sh(["test", "-e", f"/sys/class/{sysdir}/{name}"])
             if rc == 0:
                 add("nic", "passed", f"{name} ({var}) present")
             else:

@@ -2,8 +2,11 @@
 socket, TCP connections opened on the node for health probes), or this machine directly for the
 local cluster. Nothing is copied to a node as a file: the staging agent arrives on stdin.
 
-Commands are argument lists joined with ``shlex.join``: a recipe value never reaches a shell
-unquoted. Host keys are always checked against ``known_hosts``.
+Commands are argument lists. sshd hands every command string to the node user's login shell
+(``$SHELL -c``), which may be bash, dash, zsh, fish or tcsh: ``shlex.join`` quotes for POSIX
+shells only (fish reads ``\\'`` inside single quotes, tcsh expands ``!`` there and refuses a
+newline), so each argument list goes through ``login_shell_command``, the one place a string
+for a node's shell is made. Host keys are always checked against ``known_hosts``.
 
 Safe on a shared machine (issue 15): the node's Docker socket, which is root on the node, is
 forwarded to a unix socket inside a folder only this user can enter (``sockdir``), never to a
@@ -14,6 +17,7 @@ user's SSH config says; which keys may be used is decided in ``sshaccess``.
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import shlex
 from collections.abc import Callable
@@ -34,6 +38,21 @@ CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly130
 """AES-GCM first: asyncssh runs it as one OpenSSL call per packet, 8x cheaper than its
 ChaCha20-Poly1305 (four cipher objects per packet), which held an image sync at 80 MiB/s on the
 event loop (docs/benchmarks.md). Every other cipher asyncssh offers stays as a fallback."""
+
+
+def login_shell_command(argv: list[str]) -> str:
+    """The string a node's login shell is given for ``argv``: the same for every shell.
+
+    ``/bin/sh`` decodes the POSIX command (``shlex.join``) from base64 and runs it in its
+    place (``exec``). What the login shell parses is a fixed word plus one single-quoted word
+    made only of letters, digits, space and ``"$()|/+=-``: sh, bash, dash, zsh, fish and tcsh
+    all read it literally (no ``'``, ``\\``, ``!`` or newline in it), so no recipe value can
+    reach the login shell's own parser. stdin is left alone (the command substitution reads
+    from ``echo``), so the staging agent still gets the channel's. ``argv[0]`` must be a
+    program, not a shell builtin, since it is exec'd.
+    """
+    script = base64.b64encode(f"exec {shlex.join(argv)}".encode()).decode("ascii")
+    return f"/bin/sh -c 'eval \"$(echo {script} | base64 -d)\"'"
 
 
 class NodeError(SparkError):
@@ -151,7 +170,7 @@ class SshTransport:
     async def run(self, argv: list[str], timeout: float = 30.0) -> CommandResult:
         conn = await self._connection()
         try:
-            res = await asyncio.wait_for(conn.run(shlex.join(argv), check=False), timeout)
+            res = await asyncio.wait_for(conn.run(login_shell_command(argv), check=False), timeout)
         except (OSError, asyncssh.Error) as exc:
             raise NodeError(self.node.name, describe_ssh_error(self.node, exc)) from None
         except asyncio.TimeoutError:
@@ -165,7 +184,7 @@ class SshTransport:
         given, is written to it and followed by end of file."""
         conn = await self._connection()
         try:
-            async with conn.create_process(shlex.join(argv), stderr=asyncssh.STDOUT,
+            async with conn.create_process(login_shell_command(argv), stderr=asyncssh.STDOUT,
                                            input=stdin) as proc:
                 async for line in proc.stdout:
                     on_line(str(line).rstrip("\n"))

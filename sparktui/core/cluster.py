@@ -16,6 +16,7 @@ from pydantic import AfterValidator, Field, ValidationError, field_validator, mo
 
 from sparktui.core.errors import ClusterError, user_home
 from sparktui.core.limits import MAX_NODES
+from sparktui.core.nodevalues import unsafe_sentence
 from sparktui.core.ownership import MAX_OWNER, OWNER_PATTERN, default_owner
 from sparktui.core.problems import Problem
 from sparktui.core.tomlsource import TomlSource, parse_toml, read_toml
@@ -256,7 +257,27 @@ def cluster_from_source(source: TomlSource) -> Cluster:
                 ("hf_cache",), f"missing for {names}: set hf_cache to the nodes' Hugging Face "
                 "cache folder, absolute (for example hf_cache = \"/home/<user>/.cache/huggingface\"); "
                 "sparktui cannot expand ~ on a node before it connects")])
+    if spec.kind == "ssh":
+        problems = _node_value_problems(spec, source)
+        if problems:
+            raise ClusterError(problems)
     return _resolve(spec, source.path, source)
+
+
+def _node_value_problems(spec: ClusterSpec, source: TomlSource) -> list[Problem]:
+    """Folders and sockets that reach a node's shell hold only safe characters (see
+    ``core.nodevalues``); on the local cluster no shell is involved."""
+    found: list[tuple[tuple[str | int, ...], str | None]] = [
+        (("hf_cache",), spec.hf_cache), (("docker", "socket"), spec.docker.socket)]
+    for i, n in enumerate(spec.nodes):
+        found += [(("nodes", i, "hf_cache"), n.hf_cache),
+                  (("nodes", i, "docker", "socket"), n.docker.socket)]
+    problems = []
+    for path, value in found:
+        why = unsafe_sentence(value) if value is not None else None
+        if why is not None:
+            problems.append(source.problem(path, why))
+    return problems
 
 
 def load_cluster(path: Path) -> Cluster:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from sparktui.agents.sparse_rows import bytes_for_ranks, selected_tensors
 from sparktui.core.cluster import Cluster
+from sparktui.core.nodevalues import nic_names, unsafe_sentence
 from sparktui.core.placeholders import substitute
 from sparktui.core.plan import hosted_tp_ranks
 from sparktui.core.problems import Problem
@@ -211,15 +212,20 @@ def lint_min_free(recipe: Recipe, cluster: Cluster | None) -> list[Problem]:
     return problems
 
 
+def first_node_values(recipe: Recipe, cluster: Cluster | None) -> dict[str, str]:
+    """The placeholders filled as for rank 0 on the first node (stand-ins without a cluster)."""
+    node = cluster.nodes[0] if cluster is not None and cluster.nodes else None
+    return {"hf": node.hf_cache if node else "/hf", "rank": "0",
+            "nnodes": str(recipe.spec.required_nodes), "node": node.name if node else "node",
+            "head": node.fabric_ip if node else "head"}
+
+
 def lint_node_paths(recipe: Recipe, cluster: Cluster | None) -> list[Problem]:
     """Folders on the nodes must be absolute once placeholders are filled: a relative path or
     ``~`` would be read against whatever folder the agent or docker happens to start in (a
     literal ``~`` folder, or docker's refusal), so it is an error here, with the fix."""
     spec = recipe.spec
-    node = cluster.nodes[0] if cluster is not None and cluster.nodes else None
-    values = {"hf": node.hf_cache if node else "/hf", "rank": "0",
-              "nnodes": str(spec.required_nodes), "node": node.name if node else "node",
-              "head": node.fabric_ip if node else "head"}
+    values = first_node_values(recipe, cluster)
     paths: list[tuple[tuple[str | int, ...], str]] = []
     for i, job in enumerate(spec.staging):
         paths += [(("staging", i, "src"), job.src), (("staging", i, "dst"), job.dst)]
@@ -238,11 +244,32 @@ def lint_node_paths(recipe: Recipe, cluster: Cluster | None) -> list[Problem]:
     return problems
 
 
+def lint_node_values(recipe: Recipe, cluster: Cluster | None) -> list[Problem]:
+    """Values a node's shell sees (staging folders once placeholders are filled, the model
+    doctor looks up, the NICs it checks) hold only the safe characters of ``core.nodevalues``.
+    The local cluster runs every command without a shell, so it takes any value."""
+    if cluster is not None and cluster.is_local:
+        return []
+    spec = recipe.spec
+    values = first_node_values(recipe, cluster)
+    found: list[tuple[tuple[str | int, ...], str]] = [(("model",), spec.model)]
+    for i, job in enumerate(spec.staging):
+        found += [(("staging", i, "src"), substitute(job.src, values)),
+                  (("staging", i, "dst"), substitute(job.dst, values))]
+    found += [(("env", var), name) for var, name, _ in nic_names(spec.env)]
+    problems = []
+    for key, value in found:
+        why = unsafe_sentence(value)
+        if why is not None:
+            problems.append(recipe.problem(key, why, code="node-value"))
+    return problems
+
+
 RECIPE_LINTS: list[Callable[[Recipe], list[Problem]]] = [
     lint_parallel_sizes, lint_cuda_graph, lint_duplicate_flags, lint_staged_paths,
 ]
 CLUSTER_LINTS: list[Callable[[Recipe, Cluster | None], list[Problem]]] = [
-    lint_cluster_size, lint_min_free, lint_node_paths,
+    lint_cluster_size, lint_min_free, lint_node_paths, lint_node_values,
 ]
 
 

@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -198,7 +199,8 @@ def test_doctor_reports_each_problem_per_node(cli: Cli, testbed: Any, tmp_path: 
     assert res.returncode == 1
     staging = [f for f in json.loads(res.stdout) if f["check"] == "staging engram"]
     assert len(staging) == 4 and all(f["verdict"] == "failed" for f in staging)
-    assert re.search(r"/home/kilork/stage has .* free, needs 1000\.0 TiB", staging[0]["sentence"])
+    assert re.search(r"/home/kilork/stage (\(not there yet; in /home[^)]*\) )?has .* free, "
+                     r"needs 1000\.0 TiB", staging[0]["sentence"])
 
     tbm.stop_sshd(testbed.state_dir, "node3")
     try:
@@ -209,6 +211,25 @@ def test_doctor_reports_each_problem_per_node(cli: Cli, testbed: Any, tmp_path: 
     node3 = [f for f in json.loads(res.stdout) if f["node"] == "node3"]
     assert node3 == [{"node": "node3", "check": "ssh", "verdict": "failed",
                       "sentence": "connection to 10.250.0.14:22 refused (is sshd running?)"}]
+
+
+def test_doctor_makes_no_folder_on_any_node(cli: Cli, testbed: Any, tmp_path: Path) -> None:
+    """A check reads: a staging dst that does not exist yet is reported through the folder the
+    agent would make it in, and is still not there afterwards."""
+    tag = os.urandom(4).hex()
+    recipe = _variant(tmp_path, "doctor-reads", append='[[staging]]\nkind = "sparse-rows"\n'
+                      f'id = "engram"\nsrc = "{{{{hf}}}}/hub/x"\ndst = "/home/doctor-{tag}/a/b"\n')
+    made = [Path(n.home) / f"doctor-{tag}" for n in testbed.nodes]
+    try:
+        res = cli("doctor", "--json", recipe=recipe)
+        assert [str(p) for p in made if p.exists()] == []
+    finally:
+        for p in made:
+            shutil.rmtree(p, ignore_errors=True)
+    staging = [f for f in json.loads(res.stdout) if f["check"] == "staging engram"]
+    assert len(staging) == 4 and all(f["verdict"] == "passed" for f in staging), staging
+    assert staging[0]["sentence"].startswith(f"/home/doctor-{tag}/a/b (not there yet; in /home) "
+                                             "writable, "), staging[0]["sentence"]
 
 
 def test_changed_host_key_is_refused(cli: Cli, testbed: Any) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 import sparktui_testbed as tbm
+from tests.conftest import IN_CI
 from tests.realparts.conftest import IMAGE
 
 pytestmark = pytest.mark.realparts
@@ -282,3 +283,24 @@ def test_stop_sshd_cuts_the_connection_and_start_sshd_restores_it(testbed: Any) 
             assert (await again.run("echo back", check=True)).stdout == "back\n"
 
     _run(main())
+
+
+def test_login_shell_changes_one_node_only_and_is_put_back(testbed: Any) -> None:
+    node = testbed.nodes[1]
+
+    async def shell_of(which: Any) -> str:
+        async with await _connect(testbed, which) as conn:
+            # a command string read by the login shell itself: fish has $FISH_VERSION
+            return (await conn.run("echo $FISH_VERSION\"_\"", check=False)).stdout.strip()
+
+    if not Path("/usr/bin/fish").is_file():
+        (pytest.fail if IN_CI else pytest.skip)("fish is not installed (./dev test installs it)")
+    host_passwd = Path("/etc/passwd").read_bytes()
+    tbm.login_shell(testbed.state_dir, node.name, "/usr/bin/fish")
+    try:
+        assert _run(shell_of(node)) != "_"  # fish said its version
+        assert _run(shell_of(testbed.nodes[0])) == "_"  # bash: an unset variable
+        assert Path("/etc/passwd").read_bytes() == host_passwd
+    finally:
+        tbm.login_shell(testbed.state_dir, node.name, None)
+    assert _run(shell_of(node)) == "_"
