@@ -148,8 +148,8 @@ class DockerRuntime:
             environment=spec.env, name=spec.name, detach=True,
             labels={**spec.labels, **extra_labels}, network_mode=spec.network_mode,
             ipc_mode=spec.ipc_mode, init=True,
-            volumes={m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"}
-                     for m in spec.mounts},
+            # a list of binds: a dict keyed by the host path kept one of two mounts of one folder
+            volumes=[m.bind for m in spec.mounts],
         )
         if spec.shm_size:
             kwargs["shm_size"] = spec.shm_size

@@ -49,7 +49,7 @@ def test_limits_answer_with_a_line() -> None:
     "[" + ".".join(["t"] * 1000) + "]\nx = 1\n",  # a table header: no bracket nests
     ".".join(["t"] * 1000) + " = 1\n",               # a dotted key
     "[[" + ".".join(["t"] * 1000) + "]]\n",         # an array of tables
-])
+], ids=["header", "dotted-key", "array-of-tables"])
 def test_a_1000_deep_table_is_refused_at_its_line(deep: str) -> None:
     said = problem("x = 1\n\n" + deep)
     assert said.startswith("<recipe>:3:1: error: t.t.t.t.t.t.t.t.t.t.t.t.t.t.t.t: nested more "
