@@ -40,7 +40,11 @@ from typing import IO, Any
 
 # A line longer than this is cut into pieces: a progress bar redrawn with "\r" forever must not
 # grow the shim's memory without bound. Readers' chunks (64 KiB) always hold one whole piece.
+# The Docker log pump cuts its lines with the same ``LineCutter``.
 MAX_LINE_BYTES = 32 * 1024
+CONTINUED = "\u21aa "
+"""The start of every piece of a cut line but its first (``↪ ``): dropping it from those
+pieces and joining them gives the line back, byte for byte."""
 # After the rank exits, how long descendants that escaped its group may keep the pipe open.
 DRAIN_AFTER_EXIT_S = 2.0
 MASK = b"********"
@@ -165,6 +169,60 @@ def _through_bootstrap(argv: list[str]) -> tuple[list[str], int]:
     return [*interpreter, str(BOOTSTRAP), path, *argv[1:]], 0
 
 
+class LineCutter:
+    """Output in chunks of any size -> its lines, each at most ``MAX_LINE_BYTES`` bytes: a
+    longer line is cut into pieces (at a UTF-8 character's start, so none is split), each
+    piece after the first marked ``CONTINUED``. Holds at most one piece back, so one line
+    without a newline costs a piece of memory, not its length."""
+
+    def __init__(self, cap: int = MAX_LINE_BYTES) -> None:
+        self.cap = cap
+        self.pending = bytearray()
+        self.continued = False  # ``pending`` carries on a line already cut
+
+    def feed(self, data: bytes) -> list[str]:
+        out: list[str] = []
+        view = memoryview(data)
+        start, size = 0, len(data)
+        while start < size:
+            stop = min(size, start + self.cap)  # a chunk of any size: a piece at a time
+            end = data.find(b"\n", start, stop)
+            self.pending += view[start:stop if end < 0 else end]
+            self._cut(out, ends=end >= 0)
+            start = stop if end < 0 else end + 1
+        return out
+
+    def close(self) -> list[str]:
+        """What is held back, as a last line (output that ended without its newline)."""
+        out: list[str] = []
+        if self.pending or self.continued:
+            self._cut(out, ends=True)
+        return out
+
+    def _cut(self, out: list[str], ends: bool) -> None:
+        """Pieces off the front of ``pending``; all of it when the line ``ends`` there, else
+        whole pieces only while more than a piece is held (a newline may follow)."""
+        pending, cap = self.pending, self.cap
+        while len(pending) > cap:
+            at = cap
+            while at > cap - 3 and pending[at] & 0xC0 == 0x80:  # inside a character: back off
+                at -= 1
+            if pending[at] & 0xC0 == 0x80:
+                at = cap  # not UTF-8 anyway: cut at the cap
+            self._piece(out, bytes(pending[:at]))
+            del pending[:at]
+            self.continued = True
+        if ends:
+            raw = bytes(pending)
+            self._piece(out, raw[:-1] if raw.endswith(b"\r") else raw)
+            pending.clear()
+            self.continued = False
+
+    def _piece(self, out: list[str], raw: bytes) -> None:
+        text = raw.decode("utf-8", errors="replace")
+        out.append(CONTINUED + text if self.continued else text)
+
+
 def _python_shebang(path: str) -> list[str] | None:
     """The interpreter words of a Python script's ``#!`` line (``vllm``, ``sglang``), else None."""
     try:
@@ -183,12 +241,14 @@ class _LineWriter:
 
     def __init__(self, out: IO[bytes], secrets: list[str] | None = None) -> None:
         self.out = out
-        self.pending = b""
+        self.cutter = LineCutter()
         self.secrets = sorted({s.encode("utf-8", "surrogateescape") for s in secrets or ()
                                if len(s) >= MIN_REDACT}, key=len, reverse=True)
-        # A line cut for length is cut only this far behind what arrived, so a secret that
-        # straddles the cut is whole in the buffer, and masked, before it is cut.
-        self.keep = len(self.secrets[0]) if self.secrets else 0
+        # The end of a read after its last newline, shorter than the longest secret, waits for
+        # the next read: a secret split between two reads is whole, and masked, before the
+        # cutter sees it (a secret holds no newline, so whole lines are never held back).
+        self.keep = len(self.secrets[0]) - 1 if self.secrets else 0
+        self.held = b""
 
     def mask(self, data: bytes) -> bytes:
         for secret in self.secrets:  # one search of the whole read per secret when none is in it
@@ -197,27 +257,25 @@ class _LineWriter:
         return data
 
     def feed(self, data: bytes) -> None:
-        pieces = self.mask(self.pending + data).split(b"\n")
-        self.pending = pieces.pop()
-        while len(self.pending) > MAX_LINE_BYTES + self.keep:
-            pieces.append(self.pending[:MAX_LINE_BYTES])
-            self.pending = self.pending[MAX_LINE_BYTES:]
-        for piece in pieces:
-            for start in range(0, max(len(piece), 1), MAX_LINE_BYTES):
-                self.write(piece[start:start + MAX_LINE_BYTES])
-        self.out.flush()
+        if self.secrets:
+            data = self.mask(self.held + data)
+            cut = max(data.rfind(b"\n") + 1, len(data) - self.keep, 0)
+            data, self.held = data[:cut], data[cut:]
+        self._write(self.cutter.feed(data))
 
     def write(self, raw: bytes) -> None:
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
-        text = raw.decode("utf-8", errors="replace")
-        self.out.write(f"{utc_now()} {text}\n".encode())
+        self._write(LineCutter().feed(raw + b"\n"))
+
+    def _write(self, lines: list[str]) -> None:
+        if lines:
+            self.out.write("".join(f"{utc_now()} {text}\n" for text in lines).encode())
+        self.out.flush()
 
     def close(self) -> None:
-        if self.pending:
-            self.write(self.mask(self.pending))
-            self.pending = b""
-        self.out.flush()
+        if self.held:
+            self._write(self.cutter.feed(self.mask(self.held)))
+            self.held = b""
+        self._write(self.cutter.close())
 
 
 class Shim:

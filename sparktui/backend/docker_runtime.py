@@ -18,6 +18,7 @@ import docker.errors
 import docker.types
 import requests.exceptions
 
+from sparktui.backend.logpump import FrameLines, Handoff, normalize_ts, split_ts
 from sparktui.backend.runtime import (
     ContainerState,
     ImageMissing,
@@ -33,22 +34,6 @@ from sparktui.core.timing import mark
 T = TypeVar("T")
 _LOST = (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError,
          requests.exceptions.ReadTimeout, ConnectionError, OSError)
-BATCH_LINES = 2000
-
-
-def split_ts(ts: str) -> tuple[int, int, str]:
-    """``2026-11-29T14:44:15.1234Z`` -> (sortable seconds key, nanoseconds, whole-second part).
-
-    Docker trims trailing zeros from its nanosecond timestamps, so strings do not compare."""
-    base, _, frac = ts.rstrip("Z").partition(".")
-    nanos = int((frac + "000000000")[:9]) if frac else 0
-    digits = "".join(ch for ch in base if ch.isdigit())
-    return int(digits or 0), nanos, base
-
-
-def normalize_ts(ts: str) -> str:
-    _, nanos, base = split_ts(ts)
-    return f"{base}.{nanos:09d}Z"
 
 
 def parse_cursor(cursor: str | None) -> tuple[str, int] | None:
@@ -148,8 +133,8 @@ class DockerRuntime:
             environment=spec.env, name=spec.name, detach=True,
             labels={**spec.labels, **extra_labels}, network_mode=spec.network_mode,
             ipc_mode=spec.ipc_mode, init=True,
-            volumes={m.source: {"bind": m.target, "mode": "ro" if m.read_only else "rw"}
-                     for m in spec.mounts},
+            # a list of binds: a dict keyed by the host path kept one of two mounts of one folder
+            volumes=[m.bind for m in spec.mounts],
         )
         if spec.shm_size:
             kwargs["shm_size"] = spec.shm_size
@@ -245,15 +230,8 @@ class DockerRuntime:
         client = await self._docker()
         last = parse_cursor(cursor)
         since = _epoch(last[0]) if last else None
-        loop = asyncio.get_running_loop()
-        # unbounded: the consumer only appends to a file, and the pump must never block on it
-        queue: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
-        stop = threading.Event()
+        handoff = Handoff(asyncio.get_running_loop())
         holder: list[Any] = []
-
-        def send(item: bytes | BaseException | None) -> None:
-            with contextlib.suppress(RuntimeError):  # loop already closed
-                loop.call_soon_threadsafe(queue.put_nowait, item)
 
         def pump() -> None:
             try:
@@ -263,20 +241,14 @@ class DockerRuntime:
                     kwargs["since"] = since
                 stream: Iterator[bytes] = container.logs(**kwargs)
                 holder.append(stream)
-                pending = b""
-                for chunk in stream:
-                    if stop.is_set():
+                frames = FrameLines()
+                for frame in stream:  # one message each: the container has no TTY
+                    if not handoff.put(frames.feed(frame)):
                         return
-                    pending += chunk
-                    if b"\n" in pending:
-                        complete, _, pending = pending.rpartition(b"\n")
-                        send(complete + b"\n")
-                if pending:
-                    send(pending + b"\n")
-                send(None)
+                handoff.put(frames.close())
+                handoff.finish()
             except BaseException as exc:  # handed to the event loop, raised there
-                if not stop.is_set():
-                    send(exc)
+                handoff.finish(exc)
 
         thread = threading.Thread(target=pump, name=f"logs-{container_id[:12]}", daemon=True)
         thread.start()
@@ -285,44 +257,34 @@ class DockerRuntime:
         skip_same = last[1] if last else 0
         try:
             while True:
-                item = await queue.get()
-                if item is None:
+                try:
+                    batch = await handoff.take()
+                except docker.errors.NotFound:
                     return
-                if isinstance(item, BaseException):
-                    if isinstance(item, docker.errors.NotFound):
-                        return
-                    if isinstance(item, (*_LOST, docker.errors.DockerException)):
-                        raise RuntimeLost(f"{self.transport.node.name}: log stream lost: {item}")
-                    raise item
-                parts = [item]
-                while not queue.empty() and sum(p.count(b"\n") for p in parts) < BATCH_LINES:
-                    nxt = queue.get_nowait()
-                    if nxt is None or isinstance(nxt, BaseException):
-                        queue.put_nowait(nxt)  # handled on the next turn
-                        break
-                    parts.append(nxt)
+                except (*_LOST, docker.errors.DockerException) as exc:
+                    raise RuntimeLost(f"{self.transport.node.name}: log stream lost: {exc}") from None
+                if batch is None:
+                    return
                 lines: list[tuple[str, str]] = []
-                for raw in b"".join(parts).split(b"\n"):
-                    if not raw:
-                        continue
-                    ts_raw, _, text_b = raw.partition(b" ")
-                    ts = normalize_ts(ts_raw.decode(errors="replace"))
-                    key = split_ts(ts)[:2]
-                    if last_key is not None:
+                for ts, text in batch:
+                    if last_key is not None:  # still inside the second read again
+                        key = split_ts(ts)[:2]
                         if key < last_key[0]:
                             continue
                         if key == last_key[0] and skip_same > 0:
                             skip_same -= 1
                             continue
+                        if key > last_key[0]:
+                            last_key = None  # past the cursor: lines come in order
                     if ts == cur_ts:
                         cur_count += 1
                     else:
                         cur_ts, cur_count = ts, 1
-                    lines.append((ts, text_b.decode(errors="replace").rstrip("\r")))
+                    lines.append((ts, text))
                 if lines:
                     yield LogChunk(lines, f"{cur_ts}|{cur_count}")
         finally:
-            stop.set()
+            handoff.close()
             for stream in holder:  # unblock the pump's read
                 with contextlib.suppress(Exception):
                     await asyncio.to_thread(stream.close)

@@ -24,6 +24,7 @@ RECONNECT_FIRST_S = 0.5
 RECONNECT_MAX_S = 5.0
 POLL_S = 0.2  # a stream that ended while the container still runs is reopened after this
 CHECK_ADDED = "check-added"  # the run's event for a check the operator added
+TAIL_CHARS = 300  # of each of the last lines quoted in the detail of a rank that exited
 
 
 class LogFollower:
@@ -181,7 +182,8 @@ class LogFollower:
             if st.exit_code is not None:
                 self.board.set_state(info, "stopped", f"exit code {st.exit_code}")
             return
-        tail = " | ".join(list(info.last_lines)[-3:])
+        # a line may be a 32 KiB piece of a longer one: the detail is a sentence, not a dump
+        tail = " | ".join(line[:TAIL_CHARS] for line in list(info.last_lines)[-3:])
         if st.exit_code is not None:
             how = f"exited with code {st.exit_code}"
         elif st.status == "missing":

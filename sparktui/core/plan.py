@@ -36,6 +36,11 @@ class MountSpec:
     target: str
     read_only: bool = False
 
+    @property
+    def bind(self) -> str:
+        """Docker's ``host:container:mode`` (validation keeps ``:`` out of recipe paths)."""
+        return f"{self.source}:{self.target}:{'ro' if self.read_only else 'rw'}"
+
 
 @dataclass(frozen=True)
 class ContainerSpec:

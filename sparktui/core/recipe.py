@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from sparktui.core import engines
+from sparktui.core.dockersyntax import env_problems, mount_problems
 from sparktui.core.errors import RecipeError
 from sparktui.core.limits import MAX_NODES, MAX_TP
 from sparktui.core.names import NAME_RULE, is_safe
@@ -279,6 +280,9 @@ def _semantic_problems(spec: RecipeSpec, source: TomlSource) -> list[Problem]:
                         ("boot", "must_show", i, "ranks"),
                         f"rank {r} does not exist: the recipe runs ranks 0-{spec.required_nodes - 1}",
                     ))
+    problems += mount_problems(source, [(m.host, m.container) for m in spec.extra_mounts],
+                               taken=[HF_CACHE_IN_CONTAINER])
+    problems += env_problems(source, spec.env)
     return problems
 
 

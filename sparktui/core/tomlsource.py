@@ -62,13 +62,18 @@ class TomlSource:
         return display_path(self.path)  # resolves the path: once, not once per problem
 
     def line_of(self, path: Sequence[str | int]) -> tuple[int | None, int | None]:
-        """The line and column of ``path``, or of its nearest recorded ancestor."""
+        """The line and column of ``path``, or of its nearest recorded ancestor, else of its
+        first recorded descendant: tables made implicitly by a dotted key (``a.b.c = 1``,
+        ``[a.b.c]``) have no position of their own, and a 1,000-deep one is reported at its
+        17th level."""
         p = tuple(path)
         while p:
             if p in self.positions:
                 return self.positions[p]
             p = p[:-1]
-        return (None, None)
+        whole = tuple(path)
+        below = [pos for key, pos in self.positions.items() if key[:len(whole)] == whole]
+        return min(below) if whole and below else (None, None)
 
     def problem(
         self,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sparktui.agents.local_shim import MAX_LINE_BYTES, proc_start, proc_stat
+from sparktui.agents.local_shim import CONTINUED, MAX_LINE_BYTES, proc_start, proc_stat
 from sparktui.backend.local_runtime import LocalRuntime, pid_alive
 from sparktui.backend.runtime import ContainerState, LogChunk, NameTaken
 from sparktui.core.plan import ContainerSpec
@@ -308,9 +308,11 @@ async def test_partial_lines_bad_bytes_and_long_lines(rt: LocalRuntime) -> None:
     texts = [t for _, t in lines]
     assert texts[0] == "caf\ufffd\ufffd" and texts[1] == "crlf"
     assert texts[-1] == "no newline at the end"
-    pieces = texts[2:-1]
-    assert "".join(pieces) == "long:" + "x" * 100000
-    assert all(len(p) <= MAX_LINE_BYTES for p in pieces) and len(pieces) >= 4
+    first, *rest = texts[2:-1]
+    assert all(p.startswith(CONTINUED) for p in rest) and len(rest) >= 3
+    rest = [p.removeprefix(CONTINUED) for p in rest]
+    assert first + "".join(rest) == "long:" + "x" * 100000
+    assert all(len(p) <= MAX_LINE_BYTES for p in [first, *rest])
 
 
 async def test_batches_and_follow_false(rt: LocalRuntime) -> None:
@@ -406,7 +408,7 @@ async def test_secret_flags_reach_a_python_rank_through_its_environment(rt: Loca
     assert texts[:4] == [
         f"digests {hashlib.sha256(key.encode()).hexdigest()} {hashlib.sha256(token.encode()).hexdigest()}",
         "on the command line: False", "left in the environment: False", "printed: ******** ********"]
-    assert "".join(texts[4:]) == "x" * (MAX_LINE_BYTES - 3) + "********"
+    assert "".join(t.removeprefix(CONTINUED) for t in texts[4:]) == "x" * (MAX_LINE_BYTES - 3) + "********"
     meta = json.loads((rt.state_dir / st.id / "meta.json").read_text())
     assert meta["argv"][-3:] == ["--api-key", "********", "--hf-token=********"]
 

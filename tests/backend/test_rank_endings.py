@@ -33,3 +33,14 @@ def test_a_rank_whose_container_vanished_says_so() -> None:
     assert (vanished.state, vanished.detail) == (
         "failed", "its container was removed outside sparktui: serving")
     assert (crashed.state, crashed.detail) == ("failed", "exited with code 1: NCCL error")
+
+
+def test_the_detail_of_a_rank_that_exited_quotes_a_little_of_each_last_line() -> None:
+    """Its last lines may be 32 KiB pieces of a longer line: the detail is a sentence."""
+    b, _ = board()
+    follower = LogFollower(b, {}, {})
+    info = b.ranks[0]
+    info.last_lines.extend(["a" * 32768, "\u21aa " + "b" * 32768, "\u21aa tail"])
+    follower._exited(info, ContainerState(id="c0", name="r0", status="exited", exit_code=1))
+    assert info.detail == ("exited with code 1: " + "a" * 300 + " | \u21aa " + "b" * 298
+                           + " | \u21aa tail")

@@ -45,6 +45,17 @@ def test_limits_answer_with_a_line() -> None:
     assert parse_toml("\ufeffa = 1\n").data == {"a": 1}  # a byte order mark is not an error
 
 
+@pytest.mark.parametrize("deep", [
+    "[" + ".".join(["t"] * 1000) + "]\nx = 1\n",  # a table header: no bracket nests
+    ".".join(["t"] * 1000) + " = 1\n",               # a dotted key
+    "[[" + ".".join(["t"] * 1000) + "]]\n",         # an array of tables
+], ids=["header", "dotted-key", "array-of-tables"])
+def test_a_1000_deep_table_is_refused_at_its_line(deep: str) -> None:
+    said = problem("x = 1\n\n" + deep)
+    assert said.startswith("<recipe>:3:1: error: t.t.t.t.t.t.t.t.t.t.t.t.t.t.t.t: nested more "
+                           "than 16 levels deep"), said
+
+
 def test_files_that_are_no_recipe(tmp_path: Path) -> None:
     fifo = tmp_path / "fifo.toml"
     os.mkfifo(fifo)
