@@ -46,13 +46,14 @@ _ASTRAL_LEADS = (b"\xf0", b"\xf3")
 _C0_DEL = bytes([*range(0x09), *range(0x0B, 0x20), 0x7F])
 
 
-def _written(char: str) -> str:
+def written(char: str) -> str:
+    """``\\x1b``, ``\\u202e``, ``\\U000e0041``: as Python writes the character."""
     cp = ord(char)
     return f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}" if cp < 0x10000 else f"\\U{cp:08x}"
 
 
 def _sub(pattern: re.Pattern[str], text: str) -> str:
-    return pattern.sub(lambda m: _written(m.group()), text)
+    return pattern.sub(lambda m: written(m.group()), text)
 
 
 def visible(text: object) -> str:
