@@ -84,13 +84,13 @@ class RecipeInfo:
         offered as an action: no palette hit, it cannot be opened, nothing quotes it as markup."""
         return is_safe(self.slug) and len(self.slug) <= MAX_SLUG
 
-    @property
-    def name_sentence(self) -> str:
-        """Why the name cannot be used, its controls written out."""
+    def name_sentence(self, rule: bool = True) -> str:
+        """Why the name cannot be used, its controls written out; without ``rule`` (a narrow
+        list) only that it cannot."""
         cut = "…" if len(self.slug) > 80 else ""
-        return (f"not a usable recipe name: \"{visible(self.slug[:80])}{cut}\" (a recipe's name has "
-                f"letters, digits, '.', '_' and '-', a letter or digit first, at most {MAX_SLUG} "
-                "characters; rename its folder or file)")
+        said = f"not a usable recipe name: \"{visible(self.slug[:80])}{cut}\""
+        return said + (f" (a recipe's name has letters, digits, '.', '_' and '-', a letter or digit "
+                       f"first, at most {MAX_SLUG} characters; rename its folder or file)" if rule else "")
 
     @property
     def shown_path(self) -> str:
@@ -104,7 +104,7 @@ class RecipeInfo:
 def load_info(slug: str, path: Path, folder: Path, cluster_path: Path | None) -> RecipeInfo:
     unnamed = RecipeInfo(slug, path, folder)
     if not unnamed.name_ok:  # not even read: it would only be shown, and it cannot run
-        return replace(unnamed, problems=[Problem(unnamed.name_sentence, code="name")])
+        return replace(unnamed, problems=[Problem(unnamed.name_sentence(), code="name")])
     try:
         raw = path.read_bytes()
     except OSError as exc:

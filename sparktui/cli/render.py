@@ -161,7 +161,7 @@ def catalog_line(info: RecipeInfo) -> Text:
     text = Text("  ")
     if not info.name_ok:  # its sentence quotes the name, written out
         text.append("✗", style="red")
-        return _hides(text.append_text(plain(" ", info.name_sentence)), info)
+        return _hides(text.append_text(plain(" ", info.name_sentence())), info)
     if info.recipe is None or info.cluster is None:
         text.append("✗", style="red")
         first = info.problems[0] if info.problems else None

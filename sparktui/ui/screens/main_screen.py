@@ -169,6 +169,9 @@ class MainScreen(LogKeys, Jobs):
         recipes = self.query_one(RecipeList)
         slug = default_slug(self.infos, opts.recipe)
         recipes.show_recipes(self.infos, None)
+        for info in self.infos:
+            if not info.name_ok:
+                self.report("warning", info.name_sentence(), toast=False)
         if not self.infos:
             where = ", ".join(str(d) for d in opts.recipes_dirs) or "no recipes folder"
             self.query_one(RecipePane).show_recipe(None)

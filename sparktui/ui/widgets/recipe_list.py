@@ -61,9 +61,9 @@ class RecipeList(OptionList):
 
     def _prompt(self, info: RecipeInfo) -> Text:
         variables = theme_colors(self.app.theme_variables)
-        if not info.name_ok:
-            return Text.assemble("  ", ("✗ ", variables.get("error", "red")),
-                                 (info.name_sentence, variables.get("text-muted", "")))
+        if not info.name_ok:  # its name first; the events view has the whole sentence
+            return Text.assemble("  ", ("✗ ", variables.get("error", "red")), visible(info.slug),
+                                 (" · not a usable recipe name", variables.get("text-muted", "")))
         if info.errors:
             mark = Text("✗ ", variables.get("error", "red"))
         elif info.warnings:
