@@ -13,10 +13,12 @@ from pathlib import Path
 
 from sparktui.config import resolve_cluster, shipped
 from sparktui.core.cluster import Cluster
+from sparktui.core.controls import visible
 from sparktui.core.errors import ConfigError
 from sparktui.core.lints import errors, lint
+from sparktui.core.names import is_safe
 from sparktui.core.problems import Problem
-from sparktui.core.recipe import Recipe, load_recipe
+from sparktui.core.recipe import MAX_SLUG, Recipe, load_recipe
 from sparktui.core.recipefiles import list_recipes
 from sparktui.core.secrets import mask_source
 
@@ -73,7 +75,22 @@ class RecipeInfo:
 
     @property
     def usable(self) -> bool:
-        return self.recipe is not None and self.cluster is not None and not self.errors
+        return self.name_ok and self.recipe is not None and self.cluster is not None and not self.errors
+
+    @property
+    def name_ok(self) -> bool:
+        """The name can become containers and run folders (``core.names``). A folder whose name
+        fails (``[@click=app.screenshot(...)]x``, an escape) is listed as unusable and never
+        offered as an action: no palette hit, it cannot be opened, nothing quotes it as markup."""
+        return is_safe(self.slug) and len(self.slug) <= MAX_SLUG
+
+    def name_sentence(self, rule: bool = True) -> str:
+        """Why the name cannot be used, its controls written out; without ``rule`` (a narrow
+        list) only that it cannot."""
+        cut = "…" if len(self.slug) > 80 else ""
+        said = f"not a usable recipe name: \"{visible(self.slug[:80])}{cut}\""
+        return said + (f" (a recipe's name has letters, digits, '.', '_' and '-', a letter or digit "
+                       f"first, at most {MAX_SLUG} characters; rename its folder or file)" if rule else "")
 
     @property
     def shown_path(self) -> str:
@@ -85,6 +102,9 @@ class RecipeInfo:
 
 
 def load_info(slug: str, path: Path, folder: Path, cluster_path: Path | None) -> RecipeInfo:
+    unnamed = RecipeInfo(slug, path, folder)
+    if not unnamed.name_ok:  # not even read: it would only be shown, and it cannot run
+        return replace(unnamed, problems=[Problem(unnamed.name_sentence(), code="name")])
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -118,7 +138,7 @@ def load_catalog(dirs: Sequence[Path], cluster_path: Path | None) -> list[Recipe
 
 def default_slug(infos: Sequence[RecipeInfo], remembered: str | None) -> str | None:
     """The recipe to open: the last one used, else the demo, else the first usable one."""
-    slugs = [i.slug for i in infos]
+    slugs = [i.slug for i in infos if i.name_ok]  # a remembered name is read from a file too
     for wanted in (remembered, DEMO_RECIPE):
         if wanted in slugs:
             return wanted

@@ -149,6 +149,19 @@ def _verdict(orch: Orchestrator, ready: bool) -> int:
     return exits.CHECKS if failures else exits.OK
 
 
+def stage_fields(event: StagingProgress) -> dict[str, object]:
+    """A node's bar from its agent's report. Phase, file and error are the node's words (an
+    agent of another version, or not ours, may send anything): written out like any outside
+    text (``render.transfers`` prints them with ``markup=False``)."""
+    fields: dict[str, object] = {"phase": visible(event.phase), "file": visible(event.file or "")}
+    if event.bytes_total:
+        fields["total"] = event.bytes_total
+        fields["completed"] = event.bytes_done
+    if event.phase == "failed":
+        fields["file"] = visible(event.error or "")
+    return fields
+
+
 def cmd_stage(args: argparse.Namespace) -> int:
     """Staging on every node at once, one progress bar per node."""
     sample: int | str | None = None
@@ -165,13 +178,7 @@ def cmd_stage(args: argparse.Namespace) -> int:
                 if key not in tasks:
                     tasks[key] = progress.add_task("", total=None, node=event.node, phase="",
                                                    file="")
-                fields: dict[str, object] = {"phase": event.phase, "file": visible(event.file or "")}
-                if event.bytes_total:
-                    fields["total"] = event.bytes_total
-                    fields["completed"] = event.bytes_done
-                if event.phase == "failed":
-                    fields["file"] = visible(event.error or "")
-                progress.update(tasks[key], **fields)  # type: ignore[arg-type]
+                progress.update(tasks[key], **stage_fields(event))  # type: ignore[arg-type]
 
         async with _opened(args, on_event) as orch:
             if not orch.plan.staging:

@@ -159,6 +159,9 @@ def plan_view(plan: Plan, show_secrets: bool = False, only_rank: int | None = No
 def catalog_line(info: RecipeInfo) -> Text:
     """One recipe of ``sparktui overview``: usable or not, and on which cluster."""
     text = Text("  ")
+    if not info.name_ok:  # its sentence quotes the name, written out
+        text.append("✗", style="red")
+        return _hides(text.append_text(plain(" ", info.name_sentence())), info)
     if info.recipe is None or info.cluster is None:
         text.append("✗", style="red")
         first = info.problems[0] if info.problems else None

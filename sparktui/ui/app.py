@@ -7,9 +7,9 @@ from textual.await_complete import AwaitComplete
 from textual.binding import Keymap
 from textual.command import CommandPalette
 from textual.screen import Screen
-from textual.theme import ThemeProvider
 
-from sparktui.ui.commands import SparkCommands
+from sparktui.core.controls import visible
+from sparktui.ui.commands import SparkCommands, ThemeCommands
 from sparktui.ui.options import ConsoleOptions
 from sparktui.ui.screens.main_screen import MainScreen
 from sparktui.ui.screens.palette import Palette
@@ -68,7 +68,7 @@ class SparkApp(App[None]):
         names = self.theme_names or list(self.available_themes)
         index = names.index(self.theme) + 1 if self.theme in names else 0
         self.theme = names[index % len(names)]
-        self.notify(f"theme: {self.theme}", timeout=2, markup=False)
+        self.notify(f"theme: {visible(self.theme)}", timeout=2, markup=False)  # a theme file names it
 
     def pop_screen(self) -> AwaitComplete:
         """Never the main screen: a dismiss that arrives late (a key typed twice while a screen
@@ -85,8 +85,9 @@ class SparkApp(App[None]):
             self.push_screen(Palette())
 
     def search_themes(self) -> None:
-        """Textual's "Change theme" command, in the safe palette (it pushes its own)."""
-        self.push_screen(Palette(providers=[ThemeProvider], placeholder="Search for themes…"))
+        """Textual's "Change theme" command, in the safe palette (it pushes its own), theme
+        names as text (Textual's ThemeProvider hands them to the markup parser)."""
+        self.push_screen(Palette(providers=[ThemeCommands], placeholder="Search for themes…"))
 
     async def action_quit(self) -> None:
         """Quit; the containers keep running and the next start reattaches."""

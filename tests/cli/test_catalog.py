@@ -104,3 +104,21 @@ def test_overview_prints_a_title_with_markup_verbatim(tmp_path: Path,
     (tmp_path / "odd" / "recipe.toml").write_text(text.replace(old, 'name = "odd [/red] [b]title"'))
     lines = overview(capsys, "--recipes", str(tmp_path), "--cluster", str(CLUSTER4))
     assert any(line.startswith("  ✓ odd: odd [/red] [b]title · sglang") for line in lines), lines
+
+
+ACTION_NAME = "[@click=app.screenshot('victim.txt','..')]shared-demo"
+
+
+def test_a_recipe_whose_name_is_unsafe_is_listed_as_unusable(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder named with action markup or an escape: unusable, the sentence quoting it
+    written out; the catalog never picks it to open (issue 23)."""
+    for name in (ACTION_NAME, "a\x1b]0;t\x07b\u202e"):
+        shutil.copytree(RECIPES / "demo-tp4", tmp_path / name)
+    infos = load_catalog([tmp_path], CLUSTER4)
+    assert [i.name_ok for i in infos] == [False, False] and not any(i.usable for i in infos)
+    assert default_slug(infos, ACTION_NAME) is None
+    lines = overview(capsys, "--recipes", str(tmp_path), "--cluster", str(CLUSTER4))
+    listed = [line for line in lines if line.startswith("  ")]
+    assert listed[0].startswith(f'  ✗ not a usable recipe name: "{ACTION_NAME}" (a recipe'), listed
+    assert listed[1].startswith('  ✗ not a usable recipe name: "a\\x1b]0;t\\x07b\\u202e" ('), listed

@@ -11,6 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Static
 
 from sparktui.core.patterns import compile_pattern
+from sparktui.ui.outside import content
 from sparktui.ui.screens.dialog import Dialog
 
 
@@ -61,7 +62,7 @@ class AddCheckScreen(Dialog[NewCheck | None]):
         self.query_one("#pattern", Input).focus()
 
     def _error(self, text: str) -> None:
-        self.query_one("#error", Static).update(text)
+        self.query_one("#error", Static).update(content(text))  # may quote the pattern
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self._error("")

@@ -9,6 +9,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Static
 
+from sparktui.ui.outside import content
 from sparktui.ui.screens.dialog import Dialog
 
 
@@ -24,8 +25,8 @@ class ConfirmScreen(Dialog[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog") as dialog:
-            dialog.border_title = self.title_text
-            yield Static(self.body, id="explain", markup=False)
+            dialog.border_title = content(self.title_text)  # it may name the recipe
+            yield Static(content(self.body), id="explain", markup=False)
             with Horizontal(id="buttons"):
                 yield Button(f"{self.yes} (y)", id="yes", variant="error")
                 yield Button("Cancel (esc)", id="no")

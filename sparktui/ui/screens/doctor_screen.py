@@ -19,6 +19,7 @@ from sparktui.backend.events import ImageSyncProgress
 from sparktui.backend.imagesync import SyncReport, progress_sentence
 from sparktui.core.controls import visible
 from sparktui.ui.colors import theme_colors
+from sparktui.ui.outside import content
 from sparktui.ui.screens.dialog import Dialog
 
 MARKS = {"passed": ("✓", "success"), "warned": ("!", "warning"), "failed": ("✗", "error")}
@@ -44,7 +45,7 @@ class DoctorScreen(Dialog[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog") as dialog:
-            dialog.border_title = self.title_text
+            dialog.border_title = content(self.title_text)  # the recipe's and cluster's names
             dialog.border_subtitle = "esc close"
             yield Static("Checking every node at once…", id="doctor-status")
             yield Static(id="doctor-sync")
@@ -138,7 +139,8 @@ class DoctorScreen(Dialog[None]):
         v = theme_colors(self.app.theme_variables)
         for f in findings:
             mark, color = MARKS.get(f.verdict, ("?", ""))
-            table.add_row(Text(f.node), Text(f.check), Text(mark, f"bold {v.get(color, '')}".strip()),
+            table.add_row(Text(visible(f.node)), Text(visible(f.check)),
+                          Text(mark, f"bold {v.get(color, '')}".strip()),
                           Text(visible(f.sentence)), height=None)  # may quote a node
         counts = {k: sum(1 for f in findings if f.verdict == k) for k in MARKS}
         hint = " · s copies the image to the nodes that lack it" if self.sync is not None and \

@@ -11,6 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static
 
+from sparktui.core.controls import visible
 from sparktui.ui.colors import theme_colors
 from sparktui.ui.console_state import NoticeRecord
 from sparktui.ui.screens.dialog import Dialog
@@ -45,5 +46,5 @@ class EventsScreen(Dialog[None]):
                 text.append("\n")
             text.append(f"{ev.when} ", v.get("text-muted", ""))
             text.append(f"{ev.level:<7} ", f"bold {v.get(LEVEL_COLOR.get(ev.level, ''), '')}".strip())
-            text.append(ev.text)
+            text.append(visible(ev.text))  # nodes' and engines' words (report wrote them out)
         return text

@@ -40,6 +40,7 @@ from sparktui.ui.keys import bindings
 from sparktui.ui.logstore import LogStore
 from sparktui.ui.messages import BackendEvent
 from sparktui.ui.options import ConsoleOptions
+from sparktui.ui.outside import content
 from sparktui.ui.screens.add_check_screen import AddCheckScreen, NewCheck
 from sparktui.ui.screens.confirm_screen import ConfirmScreen
 from sparktui.ui.screens.doctor_screen import DoctorScreen
@@ -168,6 +169,9 @@ class MainScreen(LogKeys, Jobs):
         recipes = self.query_one(RecipeList)
         slug = default_slug(self.infos, opts.recipe)
         recipes.show_recipes(self.infos, None)
+        for info in self.infos:
+            if not info.name_ok:
+                self.report("warning", info.name_sentence(), toast=False)
         if not self.infos:
             where = ", ".join(str(d) for d in opts.recipes_dirs) or "no recipes folder"
             self.query_one(RecipePane).show_recipe(None)
@@ -194,7 +198,12 @@ class MainScreen(LogKeys, Jobs):
         self.activate(event.slug)
 
     def activate(self, slug: str) -> None:
-        """Open ``slug``; the recipe already open stays as it is (its view and state kept)."""
+        """Open ``slug``; the recipe already open stays as it is (its view and state kept). A
+        name that cannot be a recipe's is never opened (nothing offers it: this is the last
+        guard)."""
+        info = self.info(slug)
+        if info is None or not info.name_ok:
+            return
         if self.session is not None and self.session.slug == slug:
             self.ranks_table.focus()
             return
@@ -219,8 +228,10 @@ class MainScreen(LogKeys, Jobs):
             await self._open_recipe(slug)
 
     async def _open_recipe(self, slug: str) -> None:
-        await self.close_session()
         info = self.info(slug)
+        if info is not None and not info.name_ok:
+            return
+        await self.close_session()
         self.query_one(RecipeList).set_active(slug)
         self.highlighted = slug
         self.query_one(RecipePane).show_recipe(info)
@@ -298,11 +309,11 @@ class MainScreen(LogKeys, Jobs):
             table.border_subtitle = "open a recipe: ↑↓ enter in Recipes"
         else:
             cluster = session.plan.cluster_name
-            table.border_title = (f"Ranks · {session.slug} on {cluster} · "
-                                  f"{session.world} node{'s' if session.world != 1 else ''}")
+            table.border_title = content(f"Ranks · {session.slug} on {cluster} · "
+                                         f"{session.world} node{'s' if session.world != 1 else ''}")
             run = self.state.run_id
             state = f"{self.busy}…" if self.busy else (f"run {run}" if run else "not running")
-            table.border_subtitle = f"{state} · ↑↓ select · r restart"
+            table.border_subtitle = content(f"{state} · ↑↓ select · r restart")
         self.update_detail()
 
     def update_detail(self) -> None:

@@ -18,6 +18,7 @@ from textual.widgets import Static, TabbedContent, TabPane
 from sparktui.core.controls import visible
 from sparktui.core.plan import Plan, RankPlan
 from sparktui.ui.colors import theme_colors
+from sparktui.ui.outside import content
 from sparktui.ui.screens.dialog import Dialog
 
 
@@ -88,11 +89,13 @@ class PlanScreen(Dialog[None]):
     def compose(self) -> ComposeResult:
         muted = theme_colors(self.app.theme_variables).get("text-muted", "")
         with Vertical(id="dialog") as dialog:
-            dialog.border_title = f"plan · {self.plan.recipe_slug} on {self.plan.cluster_name}"
-            dialog.border_subtitle = f"plan {self.plan.plan_hash} · secrets masked · 1-9 rank · esc close"
+            dialog.border_title = content(f"plan · {self.plan.recipe_slug} on {self.plan.cluster_name}")
+            dialog.border_subtitle = content(f"plan {self.plan.plan_hash} · secrets masked · 1-9 rank · "
+                                             "esc close")
             with TabbedContent():
                 for rank in self.plan.ranks:
-                    with TabPane(f"r{rank.rank} {rank.node}", id=f"plan-r{rank.rank}"), VerticalScroll():
+                    with TabPane(content(f"r{rank.rank} {rank.node}"), id=f"plan-r{rank.rank}"), \
+                            VerticalScroll():
                         yield Static(rank_view(self.plan, rank, self.recipe_args, muted))
 
     def action_show_tab(self, index: int) -> None:

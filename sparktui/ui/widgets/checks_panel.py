@@ -15,6 +15,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from sparktui.core.checks import BootChecks, Check, CheckStatus
+from sparktui.core.controls import visible
 from sparktui.ui.colors import theme_colors
 from sparktui.ui.formatting import state_style
 from sparktui.ui.widgets.compact_table import CompactTable
@@ -75,8 +76,9 @@ class ChecksPanel(CompactTable):
             return
         v = self._vars()
         for check in checks.checks:
-            pattern = check.pattern if len(check.pattern) <= PATTERN_WIDTH else \
-                check.pattern[:PATTERN_WIDTH - 1] + "…"
+            pattern = visible(check.pattern)  # the recipe's, or typed: text, escapes written out
+            if len(pattern) > PATTERN_WIDTH:
+                pattern = pattern[:PATTERN_WIDTH - 1] + "…"
             kind = KIND_LABEL.get(check.kind, check.kind) + ("*" if check.added else "")
             cells: list[Text | str] = [Text(kind, v.get("text-muted", "")), Text(pattern)]
             for r in range(world):

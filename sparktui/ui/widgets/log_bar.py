@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.widgets import Static
 
+from sparktui.core.controls import visible
 from sparktui.ui.colors import theme_colors
 from sparktui.ui.themes import rank_colors
 
@@ -74,7 +75,7 @@ class LogBar(Static):
         if s.note:
             out.append(s.note, f"bold {variables.get('accent', '')}".strip())
         elif s.grep_error:
-            out.append(s.grep_error, f"bold {variables.get('error', 'red')}")
+            out.append(visible(s.grep_error), f"bold {variables.get('error', 'red')}")  # quotes the pattern
         elif s.grep and s.matches is not None:
             inverted = s.grep.startswith("!")
             noun = ("line" if s.matches == 1 else "lines") if inverted else \

@@ -26,6 +26,7 @@ from textual.timer import Timer
 from textual.widgets import Input
 
 from sparktui.backend.history import GrepProgress
+from sparktui.core.controls import visible
 from sparktui.core.linefilter import NO_FILTER, LineFilter
 from sparktui.core.rungrep import ScanResult
 from sparktui.core.runstore import Run
@@ -253,7 +254,8 @@ class LogPanel(Vertical):
                 self.scanning = False
                 self.update_bar()
                 with contextlib.suppress(Exception):  # the app may be closing
-                    self.app.notify(f"grep over the run's files failed: {exc}", severity="error")
+                    self.app.notify(f"grep over the run's files failed: {visible(exc)}",  # quotes paths
+                                    severity="error", markup=False)
 
     def _scanned(self, result: ScanResult, ranks: list[int], f: LineFilter, cap: int) -> None:
         """The scan's lines, and the store's that arrived since it read each rank's file."""

@@ -24,6 +24,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from sparktui.core.controls import FORMAT_RANGES, written
 from sparktui.core.linefilter import NO_FILTER, LineFilter
 from sparktui.core.runstore import MARKER
 from sparktui.ui.logstore import TEXT, LogLine, merge
@@ -36,10 +37,14 @@ TS_WIDTH = 13  # "12:01:02.123 "
 STRIP_CACHE = 256
 
 
-_CONTROLS = str.maketrans({**{c: 0x2400 + c for c in range(0x20)}, 0x7F: 0x2421,
-                           **{c: 0xFFFD for c in range(0x80, 0xA0)}})
+_PICTURES: dict[int, str | int] = {**{c: 0x2400 + c for c in range(0x20)}, 0x7F: 0x2421,
+                                  **{c: 0xFFFD for c in range(0x80, 0xA0)}}
+_CONTROLS = str.maketrans({**_PICTURES, **{c: written(chr(c)) for lo, hi in FORMAT_RANGES
+                                           for c in range(lo, hi + 1)}})
 """Control characters a container wrote, as their pictures (ESC as ␛, one cell each; C1, which
-some terminals obey like ESC [, as �): shown, never obeyed by the terminal."""
+some terminals obey like ESC [, as �), and format characters, which have no picture, written out
+as ``core.controls`` writes them (U+202E, which reverses what follows it, as ``\\u202e``):
+shown, never obeyed by the terminal."""
 
 
 def _clean(text: str) -> str:

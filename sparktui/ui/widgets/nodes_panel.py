@@ -12,6 +12,7 @@ from textual.widgets import Static
 from sparktui.backend.events import NodeTelemetry
 from sparktui.core.controls import visible
 from sparktui.core.units import format_bytes
+from sparktui.ui.outside import content
 
 HISTORY = 90  # samples: three minutes at the default 2 s
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -66,7 +67,7 @@ class NodesPanel(Static):
                    "disk free", style="dim", no_wrap=True, overflow="ellipsis")
         for node in self.nodes:
             out.append("\n")
-            out.append(f"{node:<{w}}  ")
+            out.append(f"{visible(node):<{w}}  ")
             t = self.latest.get(node)
             if t is None:
                 out.append("…", style="dim")
@@ -98,4 +99,5 @@ class NodesPanel(Static):
         self.update(out, layout=rows != self._rows)
         self._rows = rows
         self.set_class(bool(self.warnings), "-warning")
-        self.border_subtitle = "⚠ " + self.warnings[0] if self.warnings else "m hide"
+        # a warning quotes the recipe (a staging dst: "low disk on /srv/[@click=...]"): text
+        self.border_subtitle = content("⚠ " + self.warnings[0] if self.warnings else "m hide")

@@ -11,6 +11,8 @@ from textual.app import ComposeResult
 from textual.containers import Grid, Vertical
 from textual.widgets import Static, TabbedContent, TabPane
 
+from sparktui.core.controls import visible
+from sparktui.ui.outside import content
 from sparktui.ui.themes import rank_colors
 from sparktui.ui.widgets.log_view import LogView
 
@@ -53,7 +55,7 @@ class RankPane(Vertical):
     def paint_title(self) -> None:
         colors = rank_colors(self.app.theme_variables)
         title = Text(f"r{self.rank}", style=f"bold {colors[self.rank % len(colors)]}")
-        title.append(f" {self.node}")
+        title.append(f" {visible(self.node)}")
         self.query_one(".rank-pane--title", Static).update(title)
 
     @property
@@ -94,7 +96,8 @@ class RankPanes(Vertical):
             tabs = TabbedContent()
             await self.mount(tabs)
             for pane in panes:
-                await tabs.add_pane(TabPane(f"r{pane.rank} {pane.node}", pane, id=f"rank-tab-{pane.rank}"))
+                await tabs.add_pane(TabPane(content(f"r{pane.rank} {pane.node}"), pane,
+                                            id=f"rank-tab-{pane.rank}"))
 
     @property
     def views(self) -> list[LogView]:

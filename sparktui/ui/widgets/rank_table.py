@@ -14,6 +14,7 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import DataTable
 
+from sparktui.core.controls import visible
 from sparktui.ui.colors import theme_colors
 from sparktui.ui.formatting import checks_text, state_style, uptime
 from sparktui.ui.widgets.compact_table import CompactTable
@@ -106,7 +107,7 @@ class RankTable(CompactTable):
         self.states.clear()
         self.check_states.clear()
         self.started.clear()
-        self.values = {rank: {"r": str(rank), "node": Text(node), "state": Text("-"), "staging": "-",
+        self.values = {rank: {"r": str(rank), "node": Text(visible(node)), "state": Text("-"), "staging": "-",
                               "checks": "-", "health": "-", "restarts": "0", "up": "-"}
                        for rank, node in enumerate(nodes)}
         self._rebuild()

@@ -1,4 +1,6 @@
-"""The recipes found in the recipes folders; enter opens one on the cluster."""
+"""The recipes found in the recipes folders; enter opens one on the cluster. Names are outside
+text (a folder's name): written out, never markup; one that cannot be a recipe's name is listed
+with why, disabled (it cannot be highlighted or opened)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from sparktui.catalog import RecipeInfo
+from sparktui.core.controls import visible
 from sparktui.ui.colors import theme_colors
 
 
@@ -46,7 +49,8 @@ class RecipeList(OptionList):
         self.active = active
         highlighted = self.highlighted
         self.clear_options()
-        self.add_options(Option(self._prompt(info), id=info.slug) for info in infos)
+        self.add_options(Option(self._prompt(info), id=info.slug if info.name_ok else None,
+                                disabled=not info.name_ok) for info in infos)
         if active is not None and any(i.slug == active for i in infos):
             self.highlighted = self.get_option_index(active)
         elif highlighted is not None and infos:
@@ -57,6 +61,9 @@ class RecipeList(OptionList):
 
     def _prompt(self, info: RecipeInfo) -> Text:
         variables = theme_colors(self.app.theme_variables)
+        if not info.name_ok:  # its name first; the events view has the whole sentence
+            return Text.assemble("  ", ("✗ ", variables.get("error", "red")), visible(info.slug),
+                                 (" · not a usable recipe name", variables.get("text-muted", "")))
         if info.errors:
             mark = Text("✗ ", variables.get("error", "red"))
         elif info.warnings:
@@ -64,7 +71,7 @@ class RecipeList(OptionList):
         else:
             mark = Text("✓ ", variables.get("success", "green"))
         active = "▸ " if info.slug == self.active else "  "
-        text = Text.assemble(active, mark, (info.slug, "bold" if info.slug == self.active else ""))
+        text = Text.assemble(active, mark, (visible(info.slug), "bold" if info.slug == self.active else ""))
         if info.hides:  # a ./recipes copy that hides the shipped recipe (or another folder's)
             text.append(" (hides shipped)" if info.hides_shipped else " (hides another)",
                         variables.get("text-muted", ""))

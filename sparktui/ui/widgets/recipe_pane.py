@@ -15,6 +15,7 @@ from sparktui.catalog import RecipeInfo
 from sparktui.core.controls import visible
 from sparktui.core.recipe import CheckSpec
 from sparktui.ui.colors import theme_colors
+from sparktui.ui.outside import content
 
 
 class RecipePane(VerticalScroll):
@@ -42,7 +43,7 @@ class RecipePane(VerticalScroll):
 
     def show_recipe(self, info: RecipeInfo | None) -> None:
         self.info = info
-        self.border_title = info.slug if info is not None else "recipe"
+        self.border_title = content(info.slug if info is not None else "recipe")
         self.query_one("#recipe-summary", Static).update(self._summary(info))
         self.query_one("#recipe-lint", Static).update(self._lint(info))
         self.query_one("#recipe-source", Static).update(self._source(info))
@@ -51,10 +52,10 @@ class RecipePane(VerticalScroll):
         if info is None:
             return Text("No recipe selected.")
         warning = theme_colors(self.app.theme_variables).get("warning", "yellow")
-        hides = Text(f"{info.hides_text(paths=False)}\n", warning) if info.hides else Text()
+        hides = Text(f"{visible(info.hides_text(paths=False))}\n", warning) if info.hides else Text()
         if info.recipe is None:
-            return Text.assemble((info.slug, "bold"), "\ncannot be loaded: fix the problems below\n",
-                                 hides)
+            return Text.assemble((visible(info.slug), "bold"),
+                                 "\ncannot be loaded: fix the problems below\n", hides)
         spec = info.recipe.spec
         muted = theme_colors(self.app.theme_variables).get("text-muted", "")
         out = Text()
@@ -110,4 +111,4 @@ class RecipePane(VerticalScroll):
         surface = theme_colors(self.app.theme_variables).get("surface")
         syntax = Syntax(visible(info.shown_text), "toml", theme="monokai" if dark else "default",
                         line_numbers=True, word_wrap=True, background_color=surface)
-        return Group(Text(info.shown_path, "bold"), syntax)
+        return Group(Text(visible(info.shown_path), "bold"), syntax)

@@ -8,6 +8,7 @@ from textual.widgets import Label, ProgressBar
 from sparktui.backend.events import StagingProgress
 from sparktui.core.units import format_bytes
 from sparktui.ui.formatting import eta, rate
+from sparktui.ui.outside import content
 from sparktui.ui.widgets.one_line import OneLine
 
 
@@ -50,7 +51,7 @@ class StagingPanel(Vertical):
         bar = ProgressBar(total=None, show_eta=False, show_percentage=True)
         bar.display = False
         return Horizontal(
-            Label(node, classes="node", markup=False),
+            Label(content(node), classes="node", markup=False),
             Label("-", classes="phase", markup=False),
             bar,
             OneLine("s stages and verifies", classes="info"),
@@ -65,7 +66,7 @@ class StagingPanel(Vertical):
             return
         row.set_class(p.phase == "failed", "-failed")
         row.set_class(p.phase == "done", "-done")
-        row.query_one(".phase", Label).update(p.phase)
+        row.query_one(".phase", Label).update(content(p.phase))  # the node's agent's word
         progress = row.query_one(ProgressBar)
         # a bar that pulses (no total yet) says work goes on: not beside a failure or an end
         progress.display = bool(p.bytes_total) or p.phase not in ("failed", "done")
