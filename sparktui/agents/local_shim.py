@@ -33,6 +33,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
@@ -175,10 +176,15 @@ class LineCutter:
     piece after the first marked ``CONTINUED``. Holds at most one piece back, so one line
     without a newline costs a piece of memory, not its length."""
 
-    def __init__(self, cap: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, cap: int = MAX_LINE_BYTES, whole: Iterable[bytes] = ()) -> None:
         self.cap = cap
         self.pending = bytearray()
         self.continued = False  # ``pending`` carries on a line already cut
+        # Values no cut may split (secrets: a piece holding half of one is not masked by a
+        # search for it). A piece is cut only once this much more than the cap is held, so
+        # a value that straddles the cap is whole in ``pending`` and the cut moves before it.
+        self.whole = sorted({v for v in whole if 0 < len(v) < cap}, key=len, reverse=True)
+        self.margin = len(self.whole[0]) - 1 if self.whole else 0
 
     def feed(self, data: bytes) -> list[str]:
         out: list[str] = []
@@ -203,12 +209,14 @@ class LineCutter:
         """Pieces off the front of ``pending``; all of it when the line ``ends`` there, else
         whole pieces only while more than a piece is held (a newline may follow)."""
         pending, cap = self.pending, self.cap
-        while len(pending) > cap:
+        while len(pending) > (cap if ends else cap + self.margin):
             at = cap
             while at > cap - 3 and pending[at] & 0xC0 == 0x80:  # inside a character: back off
                 at -= 1
             if pending[at] & 0xC0 == 0x80:
                 at = cap  # not UTF-8 anyway: cut at the cap
+            if self.whole:
+                at = self._before_whole(at)
             self._piece(out, bytes(pending[:at]))
             del pending[:at]
             self.continued = True
@@ -217,6 +225,17 @@ class LineCutter:
             self._piece(out, raw[:-1] if raw.endswith(b"\r") else raw)
             pending.clear()
             self.continued = False
+
+    def _before_whole(self, at: int) -> int:
+        """``at``, or the start of a ``whole`` value that would straddle it."""
+        moved = True
+        while moved:
+            moved = False
+            for value in self.whole:
+                i = self.pending.find(value, max(0, at - len(value) + 1), at + len(value) - 1)
+                if 0 < i < at:
+                    at, moved = i, True
+        return at
 
     def _piece(self, out: list[str], raw: bytes) -> None:
         text = raw.decode("utf-8", errors="replace")

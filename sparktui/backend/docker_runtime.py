@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -223,8 +223,8 @@ class DockerRuntime:
                 c.containers.get(container_id).remove(force=True)
         await self._call(rm)
 
-    async def logs(self, container_id: str, cursor: str | None,
-                   follow: bool = True) -> AsyncIterator[LogChunk]:
+    async def logs(self, container_id: str, cursor: str | None, follow: bool = True,
+                   secrets: Sequence[str] = ()) -> AsyncIterator[LogChunk]:
         """Stream from the cursor on. Docker's ``since`` has whole-second resolution here, so
         the first second is read again and the lines already seen are skipped by timestamp."""
         client = await self._docker()
@@ -241,7 +241,7 @@ class DockerRuntime:
                     kwargs["since"] = since
                 stream: Iterator[bytes] = container.logs(**kwargs)
                 holder.append(stream)
-                frames = FrameLines()
+                frames = FrameLines(whole=secrets)
                 for frame in stream:  # one message each: the container has no TTY
                     if not handoff.put(frames.feed(frame)):
                         return

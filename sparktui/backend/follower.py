@@ -63,7 +63,7 @@ class LogFollower:
         delay = RECONNECT_FIRST_S
         while not self.closed:
             try:
-                async for chunk in rt.logs(container_id, cursor):
+                async for chunk in rt.logs(container_id, cursor, secrets=run.redactor.values):
                     self.ingest(info, chunk.lines, run)
                     cursor = chunk.cursor
                     run.set_cursor(info.rank, container_id, cursor, defer=True)
@@ -213,7 +213,7 @@ class LogFollower:
             cursor = await asyncio.to_thread(run.resume, info.rank, info.container_id)
             try:
                 async for chunk in self.runtimes[info.node.name].logs(
-                        info.container_id, cursor, follow=False):
+                        info.container_id, cursor, follow=False, secrets=run.redactor.values):
                     self.ingest(info, chunk.lines, run)
                     run.set_cursor(info.rank, info.container_id, chunk.cursor)
             except (RuntimeLost, NodeError) as exc:

@@ -25,7 +25,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -301,8 +301,8 @@ class LocalRuntime:
         await self.stop(container_id)
         await asyncio.to_thread(shutil.rmtree, folder, True)
 
-    async def logs(self, container_id: str, cursor: str | None,
-                   follow: bool = True) -> AsyncIterator[LogChunk]:
+    async def logs(self, container_id: str, cursor: str | None, follow: bool = True,
+                   secrets: Sequence[str] = ()) -> AsyncIterator[LogChunk]:
         """Batches of complete lines from byte offset ``cursor`` of ``output.log``.
 
         The cursor is the byte offset after the last line delivered, so resuming repeats and

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import threading
 from collections import deque
+from collections.abc import Iterable
 
 from sparktui.agents.local_shim import MAX_LINE_BYTES, LineCutter
 
@@ -48,8 +49,8 @@ class FrameLines:
     ``LineCutter``. A line keeps the timestamp of its first frame, so resuming from a cursor
     inside a cut line (``since`` reads its frames again) gives the same pieces to skip."""
 
-    def __init__(self, cap: int = MAX_LINE_BYTES) -> None:
-        self.cutter = LineCutter(cap)
+    def __init__(self, cap: int = MAX_LINE_BYTES, whole: Iterable[str] = ()) -> None:
+        self.cutter = LineCutter(cap, (v.encode("utf-8", "surrogateescape") for v in whole))
         self.ts = ""
         self.open = False  # the last frame ended inside a line
 

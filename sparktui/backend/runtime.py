@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -72,10 +72,12 @@ class Runtime(Protocol):
 
     async def remove(self, container_id: str) -> None: ...
 
-    def logs(self, container_id: str, cursor: str | None, follow: bool = True) -> AsyncIterator[LogChunk]:
+    def logs(self, container_id: str, cursor: str | None, follow: bool = True,
+             secrets: Sequence[str] = ()) -> AsyncIterator[LogChunk]:
         """Batches of lines from ``cursor`` on; ends when the container stops (follow) or the
         captured output is exhausted (not follow); raises ``RuntimeLost`` when the connection
-        to the engine drops, so the caller reconnects and resumes from its last cursor."""
+        to the engine drops, so the caller reconnects and resumes from its last cursor. A line
+        cut for length is never cut inside one of ``secrets`` (the follower masks them)."""
         ...
 
 

@@ -129,3 +129,23 @@ async def test_an_error_of_the_stream_is_raised_in_the_loop() -> None:
         assert str(exc) == "gone"
     else:
         raise AssertionError("no error")
+
+
+def test_no_cut_splits_a_secret_whatever_the_chunks() -> None:
+    """The follower masks a secret by searching each line for it: a 32 KiB cut through one
+    would leave two halves that no search finds. The cutter moves such a cut before it."""
+    secret = "sk-live-0123456789"
+    line = ("y" * 13 + secret) * 5
+    data = (line + "\n" + "z" * 3 + secret + "\n").encode()
+    for positions in itertools.combinations(range(1, len(data)), 2):
+        cutter = LineCutter(24, whole=[secret.encode()])
+        out = [text for chunk in cut_at(positions, data) for text in cutter.feed(chunk)]
+        out += cutter.close()
+        assert joined(out) == [line, "zzz" + secret, ""][:len(joined(out))]
+        pieces = [t.removeprefix(CONTINUED) for t in out]
+        assert sum(p.count(secret) for p in pieces) == 6, (positions, out)
+        assert all(len(p.encode()) <= 24 for p in pieces)
+    frames = FrameLines(cap=24, whole=[secret])  # as the Docker pump gets it from the follower
+    got = frames.feed(b"2026-12-01T12:00:00.000000001Z " + data[:40]) + frames.feed(
+        b"2026-12-01T12:00:00.000000001Z " + data[40:len(line) + 1])
+    assert sum(t.removeprefix(CONTINUED).count(secret) for _, t in got) == 5
