@@ -54,7 +54,13 @@ _BACKREFERENCE = f"backreferences (\\1) are not supported: {_ENGINE}"
 
 
 class PatternError(ValueError):
-    """A pattern RE2 will not run, with the sentence to show (``str(exc)``)."""
+    """A pattern RE2 will not run: ``msg``, and ``pos`` where it went wrong when known;
+    ``str(exc)`` is the sentence to show."""
+
+    def __init__(self, msg: str, pos: int | None = None) -> None:
+        super().__init__(msg if pos is None else f"{msg} at position {pos}")
+        self.msg = msg
+        self.pos = pos
 
 
 class Regex:
@@ -140,8 +146,32 @@ def _compile(pattern: str, ignore_case: bool) -> Any:
         raise PatternError("\\C (any byte) is not supported: lines are searched as UTF-8 text")
     compiled = _re2.RE2(pattern.encode("utf-8", "surrogatepass"), _options(ignore_case))
     if not compiled.ok():
-        raise PatternError(refusal(pattern, compiled.error().decode("utf-8", "replace")))
+        error = compiled.error().decode("utf-8", "replace")
+        sentence = refusal(pattern, error)
+        if sentence == error:  # a plain syntax error: Python's parser says where, if it sees it
+            where = _python_syntax_error(pattern)
+            if where is not None:
+                raise PatternError(*where)
+        raise PatternError(sentence)
     return compiled
+
+
+def _python_syntax_error(pattern: str) -> tuple[str, int | None] | None:
+    """Python's words and position for a pattern its parser rejects too (it only parses here,
+    in time linear in the pattern: nothing is matched with it); None where it reads it."""
+    import re
+    import warnings
+
+    parser: Any = getattr(re, "_parser", None) or __import__("sre_parse")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            parser.parse(pattern)
+    except re.error as exc:
+        return exc.msg, exc.pos
+    except Exception:  # another Python's parser: RE2's words will do
+        return None
+    return None
 
 
 def compile(pattern: str, *, ignore_case: bool = False) -> Regex:

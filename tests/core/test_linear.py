@@ -110,7 +110,7 @@ def test_the_pattern_still_matches_where_it_should() -> None:
     (r"caf\u00e9", r"\u is not supported: write \x{00e9} for a character by its code"),
     ("(?a)x", r"the (?a) flag is not supported: \d, \w, \s and \b are always ASCII here"),
     ("a{1001}", "invalid repetition {1001}: counts go from the lower to the higher, up to 1000"),
-    ("a(", "missing ): a("),
+    ("a(", "missing ), unterminated subpattern at position 1"),
 ])
 def test_what_the_engine_cannot_run_is_named(pattern: str, sentence: str,
                                              capfd: pytest.CaptureFixture[str]) -> None:
