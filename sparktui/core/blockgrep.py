@@ -1,25 +1,34 @@
 """Where in a block of a run's lines to look for the lines a grep keeps.
 
-The matching rules stay in ``core.linefilter`` (smart case, ``!`` inverts): this module only
-decides *where to look*, with a search that never misses a line the filter keeps, and hands every
-line it cannot vouch for to the filter's own regex. ``BlockSearch.of`` reads the parsed pattern:
+The matching rules stay in ``core.linefilter`` (smart case, ``!`` inverts, the regex in RE2):
+this module only decides *where to look*, with a search that never misses a line the filter
+keeps, and hands every line it cannot vouch for to the filter's own regex. ``BlockSearch.of``
+reads the pattern:
 
-- ``full``: the filter's regex itself, when it holds no anchor or lookaround (they would see the
-  block around a line, not the line) and cannot match a newline (a match then never spans two
-  lines). A hit inside a line's text is a match of that text; a hit in the time stamp is
-  searched again from the text's start, with the line's end as the end of the string. The
-  regex is searched as ``(?:regex)[^\\n]*``: a match then ends where its line ends, and no
-  ``find`` per hit looks for it (``_line_finder``).
+- ``full``: the filter's regex itself, when it holds no anchor (it would see the block around a
+  line, not the line). RE2 never matches a newline here (``core.linear``), so a match never
+  spans two lines: a hit inside a line's text is a match of that text; a hit in the time stamp
+  is searched again from the text's start. (Searched as ``(?:regex)[^\\n]*``, so that a match
+  ends where its line ends, as Python's regex was, RE2 took 8 % longer than a ``find`` of the
+  newline per hit.)
 - ``literal``: a literal every match contains (``error`` in ``^.*error:``, one per branch of an
-  alternation), searched with the regex's case rule; each line it hits goes to the filter.
-- ``lines``: no such literal (``^\\s*$``): every line goes to the filter, still read in blocks.
+  alternation), searched over an ASCII block; each line it hits goes to the filter.
+- ``lines``: no such literal (``^\\s*$``), or a pattern whose structure this module cannot read
+  (below): every line goes to the filter, still read in blocks.
 
-A block of ASCII text is searched as bytes when the pattern means the same there: every character
-it names is ASCII and no ``\\s`` with Unicode's meaning (which holds ``\\x1c``-``\\x1f``); any other
-block is decoded first and searched with the filter's own regex. Ignoring case over bytes, a
+The structure (anchors, required literals) is read with Python's regex parser, which only parses
+here (nothing is matched with it), and only for patterns in a subset both engines read alike
+(``_same_reading``: plain characters, the common escapes and classes, groups, ``i``/``m``/``s``
+flags, counted repeats); any other pattern is searched line by line.
+
+A block is searched as UTF-8 bytes, as RE2 reads text, when it is valid UTF-8 (the filter
+decodes a line and RE2 encodes it again: the same bytes); a block that is not is decoded with
+replacement characters and each line goes to the filter. Ignoring case over an ASCII block, a
 literal that starts with a letter is found in the block lowercased (``bytes.lower`` and a plain
-search: five times faster than the regex engine's case-folding scan), each hit then checked.
-Where a line in three matched the block before (``dense``), every line is tested instead.
+search), each hit then checked; a pattern that starts with characters without case has them
+searched as they are and only the rest ignoring case (RE2 then scans for the first of them at
+memory speed, as it cannot for a case-folded prefix: 29 ms against 44 ms for 36 MB). Where a line
+in three matched the block before (``dense``), every line is tested instead.
 
 A block is whole lines (``core.rungrep.blocks``), ``<ts>\\t<text>`` each, the filter applied to
 the text; a line without a tab is all time stamp, its text empty.
@@ -27,11 +36,14 @@ the text; a line without a tab is all time stamp, its text empty.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import re
-from collections.abc import Callable, Iterable
+import warnings
+from collections.abc import Callable, Iterable, Iterator
 
-from sparktui.core.linefilter import LineFilter, quiet_regex
+from sparktui.core.linear import Regex
+from sparktui.core.linefilter import LineFilter
 
 TYPE_CHECKING = False  # ``typing`` is not imported on the path of ``sparktui logs`` (2 ms)
 if TYPE_CHECKING:
@@ -57,86 +69,120 @@ Span = tuple[int, int, int]
 """A kept line: ``(start, tab, end)`` in its buffer; ``tab`` is -1 when the line has none (then
 all of it is the time stamp and its text is empty); ``end`` is where its ``\\n`` is."""
 
+@contextlib.contextmanager
+def quiet_regex() -> Iterator[None]:
+    """Python's regex parser warns (``FutureWarning``) where a later Python may read a pattern
+    otherwise: a warning printed over the console or into a grep's output is nothing an
+    operator can act on (and such a pattern is not read with it: ``_same_reading``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        yield
+
+
+# -- the subset both engines read alike -----------------------------------------------------
+_ESCAPES = frozenset("dDwWsSbBAtnrfv")  # letter escapes of the same meaning in both
+_CLASS_ESCAPES = frozenset("dDwWsStnrfv")  # in a class (``\b`` is a backspace in Python's)
+_META = frozenset("\\.^$|?*+()[]{}")
+_FLAGS = re.compile(r"\(\?[ims]*(?:-[ims]+)?[:)]|\(\?P<[A-Za-z_][A-Za-z0-9_]*>|\(\?:")
+_COUNT = re.compile(r"\{[0-9]+(?:,[0-9]*)?\}")
+
+
+def _same_reading(pattern: str) -> tuple[bool, int]:
+    """Whether ``pattern`` lies in the subset Python's parser reads as RE2 does, and how many of
+    its first characters are plain characters without case that no repeat applies to (0 when
+    the pattern has an alternation outside any group: they would belong to its first branch)."""
+    i, size, depth, top_bar = 0, len(pattern), 0, False
+    while i < size:
+        ch = pattern[i]
+        if ch == "\\":
+            nxt = pattern[i + 1:i + 2]
+            if not nxt or (nxt.isalnum() and nxt not in _ESCAPES) or not nxt.isascii():
+                return False, 0
+            i += 2
+        elif ch == "[":
+            i = _class_end(pattern, i + 1)
+            if i < 0:
+                return False, 0
+        elif ch == "(":
+            m = _FLAGS.match(pattern, i) if pattern.startswith("(?", i) else None
+            if m is None and pattern.startswith("(?", i):
+                return False, 0
+            i = m.end() if m is not None else i + 1
+            depth += 1
+        elif ch == "{":
+            m = _COUNT.match(pattern, i)
+            if m is None:
+                return False, 0
+            i = m.end()
+        else:
+            depth -= ch == ")"
+            top_bar = top_bar or (ch == "|" and depth == 0)
+            i += 1
+    lead = 0
+    while lead < size and pattern[lead] not in _META and pattern[lead].isascii() \
+            and pattern[lead].lower() == pattern[lead].upper():
+        lead += 1
+    if lead < size and pattern[lead] in "*+?{":
+        lead -= 1  # the repeat is the last one's
+    return True, 0 if top_bar else lead
+
+
+def _class_end(pattern: str, i: int) -> int:
+    """Where the class whose ``[`` is before ``i`` ends (past its ``]``); -1 outside the subset
+    (a nested ``[``: POSIX classes in RE2, a future set syntax in Python)."""
+    size = len(pattern)
+    if pattern.startswith("^", i):
+        i += 1
+    if pattern.startswith("]", i):
+        i += 1
+    while i < size:
+        ch = pattern[i]
+        if ch == "]":
+            return i + 1
+        if ch == "[" or pattern.startswith(("&&", "||", "--", "~~"), i):
+            return -1
+        if ch == "\\":
+            nxt = pattern[i + 1:i + 2]
+            if not nxt or (nxt.isalnum() and nxt not in _CLASS_ESCAPES) or not nxt.isascii():
+                return -1
+            i += 2
+        else:
+            i += 1
+    return -1
+
 
 # -- what the pattern allows ------------------------------------------------------------------
-_NEWLINE: Final = 10
 _BOUNDARIES = {_sre.AT_BOUNDARY, _sre.AT_NON_BOUNDARY}
-_SPACES = {_sre.CATEGORY_SPACE, _sre.CATEGORY_NOT_SPACE}
-_CATEGORY_HAS_NEWLINE = {
-    _sre.CATEGORY_SPACE: True, _sre.CATEGORY_NOT_SPACE: False,
-    _sre.CATEGORY_DIGIT: False, _sre.CATEGORY_NOT_DIGIT: True,
-    _sre.CATEGORY_WORD: False, _sre.CATEGORY_NOT_WORD: True,
-    _sre.CATEGORY_LINEBREAK: True, _sre.CATEGORY_NOT_LINEBREAK: False,
-}
-_REPEATS = {_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", _sre.MAX_REPEAT)}
-_ATOMIC = getattr(_sre, "ATOMIC_GROUP", None)
+_REPEATS = {_sre.MAX_REPEAT, _sre.MIN_REPEAT}
 
 
-class _Facts:
-    """What a walk over the parsed pattern found."""
-
-    def __init__(self) -> None:
-        self.anchored = False  # an anchor or a lookaround: the block around a line would count
-        self.newline = False  # some part can match "\n": a match could span lines
-        self.ascii = True  # every character it names is ASCII
-        self.unicode_space = False  # \s or \S, whose Unicode meaning holds \x1c-\x1f
-        self.unknown = False  # a construct this walk does not know: trust nothing
-
-
-def _walk(data: Iterable[tuple[Any, Any]], dotall: bool, facts: _Facts) -> None:
-    r"""Everything that matters about a parsed pattern, into ``facts``. ``\b`` and ``\B`` are no
-    anchors here: a line's text sits between a tab and a newline in the block, neither a word
-    character, just as nothing is before and after a string."""
+def _anchored(data: Iterable[tuple[Any, Any]]) -> bool | None:
+    r"""Whether the parsed pattern holds an anchor (None: a construct this walk does not know:
+    trust nothing). ``\b`` and ``\B`` are no anchors here: a line's text sits between a tab and
+    a newline in the block, neither a word character, just as nothing is before and after a
+    string."""
+    found: bool | None = False
     for op, av in data:
-        if op is _sre.LITERAL or op is _sre.NOT_LITERAL:
-            facts.newline = facts.newline or (av == _NEWLINE) == (op is _sre.LITERAL)
-            facts.ascii = facts.ascii and av < 128
-        elif op is _sre.ANY:
-            facts.newline = facts.newline or dotall
-        elif op is _sre.IN:
-            facts.newline = _class_has_newline(av, facts) or facts.newline
-        elif op in _REPEATS:
-            _walk(av[2], dotall, facts)
+        if op is _sre.AT:
+            if av not in _BOUNDARIES:
+                return True
+            continue
+        if op in (_sre.LITERAL, _sre.NOT_LITERAL, _sre.ANY, _sre.IN):
+            continue
+        if op in _REPEATS:
+            sub = _anchored(av[2])
         elif op is _sre.SUBPATTERN:
-            _group, add, remove, sub = av
-            _walk(sub, (dotall or bool(add & re.DOTALL)) and not remove & re.DOTALL, facts)
+            sub = _anchored(av[3])
         elif op is _sre.BRANCH:
-            for sub in av[1]:
-                _walk(sub, dotall, facts)
-        elif op is _ATOMIC:
-            _walk(av, dotall, facts)
-        elif op is _sre.GROUPREF:
-            pass  # it matches what its group matched
-        elif op is _sre.GROUPREF_EXISTS:
-            _walk(av[1], dotall, facts)
-            if av[2] is not None:
-                _walk(av[2], dotall, facts)
-        elif op is _sre.AT:
-            facts.anchored = facts.anchored or av not in _BOUNDARIES
-        elif op is _sre.ASSERT or op is _sre.ASSERT_NOT:
-            facts.anchored = True
-            _walk(av[1], dotall, facts)
+            subs = [_anchored(branch) for branch in av[1]]
+            sub = True if True in subs else None if None in subs else False
         else:
-            facts.unknown = True
-
-
-def _class_has_newline(items: list[tuple[Any, Any]], facts: _Facts) -> bool:
-    negate = has = False
-    for op, av in items:
-        if op is _sre.NEGATE:
-            negate = True
-        elif op is _sre.LITERAL:
-            has = has or av == _NEWLINE
-            facts.ascii = facts.ascii and av < 128
-        elif op is _sre.RANGE:
-            has = has or av[0] <= _NEWLINE <= av[1]
-            facts.ascii = facts.ascii and av[1] < 128
-        elif op is _sre.CATEGORY and av in _CATEGORY_HAS_NEWLINE:
-            facts.unicode_space = facts.unicode_space or av in _SPACES
-            has = has or _CATEGORY_HAS_NEWLINE[av]
-        else:
-            facts.unknown = True
-    return has != negate
+            return None
+        if sub is None:
+            found = None
+        elif sub:
+            return True
+    return found
 
 
 def _required(data: list[tuple[Any, Any]]) -> list[str] | None:
@@ -159,8 +205,6 @@ def _required(data: list[tuple[Any, Any]]) -> list[str] | None:
         run = []
         if op is _sre.SUBPATTERN and not av[1] and not av[2]:
             consider(_required(av[3]))
-        elif op is _ATOMIC:
-            consider(_required(av))
         elif op is _sre.BRANCH:
             branches = [_required(sub) for sub in av[1]]
             if all(branches):
@@ -171,40 +215,44 @@ def _required(data: list[tuple[Any, Any]]) -> list[str] | None:
     return best
 
 
-def _starts_uncased(data: list[tuple[Any, Any]]) -> bool:
-    """Whether the pattern starts with a character that has no case: the regex engine then
-    scans for it at memory speed even when ignoring case (it cannot for a letter)."""
-    return bool(data) and data[0][0] is _sre.LITERAL and chr(data[0][1]).lower() == chr(data[0][1]).upper()
+def _plain(data: Any) -> str | None:
+    """The text of a pattern that is only plain characters, else None."""
+    if not data or any(op is not _sre.LITERAL for op, _av in data):
+        return None
+    return "".join(chr(av) for _op, av in data)
 
 
-def _line_finder(regex: re.Pattern[AnyStr]) -> tuple[re.Pattern[AnyStr], bool]:
-    """``regex`` as ``(?:regex)[^\\n]*``, whose matches end where their line ends (for a regex
-    that cannot match a newline), and True; ``regex`` itself and False where the wrapped text
-    does not compile the same way (global flags such as ``(?i)`` must stay at the start, and a
-    verbose pattern's comment would swallow the rest)."""
-    if regex.flags & re.VERBOSE:
-        return regex, False
-    pattern: Any = regex.pattern
-    wrapped: Any = ("(?:" + pattern + ")[^\\n]*" if isinstance(pattern, str)
-                    else b"(?:" + pattern + b")[^\\n]*")
-    try:
-        return re.compile(wrapped, regex.flags), True
-    except re.error:
-        return regex, False
+def _bytes_find(needle: bytes) -> Callable[[Any, int, int], tuple[int, int]]:
+    size = len(needle)
+
+    def find(hay: Any, pos: int, hi: int) -> tuple[int, int]:
+        at = hay.find(needle, pos, hi)
+        return (at, at + size) if at >= 0 else (-1, -1)
+    return find
+
+
+def _re_find(pattern: re.Pattern[bytes]) -> Callable[[Any, int, int], tuple[int, int]]:
+    """A search for literals (``re.escape``-d, in an alternation: nothing to backtrack into)."""
+    search = pattern.search
+
+    def find(hay: Any, pos: int, hi: int) -> tuple[int, int]:
+        m = search(hay, pos, hi)
+        return (-1, -1) if m is None else m.span()
+    return find
 
 
 class _Way:
-    """How to search one kind of block (bytes or text). The classes here are plain, not
-    NamedTuples: ``typing`` is not imported on the path of ``sparktui logs``."""
+    """How to search one kind of block (ASCII, UTF-8 or decoded). The classes here are plain,
+    not NamedTuples: ``typing`` is not imported on the path of ``sparktui logs``."""
 
-    __slots__ = ("check", "ends", "exact", "finder", "lower")
+    __slots__ = ("check", "exact", "find", "lower", "regex")
 
-    def __init__(self, finder: re.Pattern[Any] | None, exact: bool, lower: bool,
-                 check: Callable[[Any], bool]) -> None:
-        self.ends = False  # a hit's match ends where its line ends (``_line_finder``)
-        if exact and finder is not None:
-            finder, self.ends = _line_finder(finder)
-        self.finder = finder  # None: every line goes to the check
+    def __init__(self, find: Callable[[Any, int, int], tuple[int, int]] | Regex | None, exact: bool,
+                 lower: bool, check: Callable[[Any], bool]) -> None:
+        self.regex = find if isinstance(find, Regex) else None  # RE2's, called directly
+        # None: every line goes to the check
+        self.find: Callable[[Any, int, int], tuple[int, int]] | None = \
+            find.find if isinstance(find, Regex) else find
         self.exact = exact  # a hit in a line's text is a match (the finder is the filter's regex)
         self.lower = lower  # search the block lowercased (the finder is a lowercase literal)
         self.check = check  # the filter's regex on one line's text: matched or not
@@ -213,14 +261,15 @@ class _Way:
 class BlockSearch:
     """Where in a block of lines to look for the lines ``line_filter`` keeps (see the module)."""
 
-    __slots__ = ("ascii", "line_filter", "mode", "text")
+    __slots__ = ("ascii", "line_filter", "mode", "text", "utf8")
 
     def __init__(self, line_filter: LineFilter, mode: Mode, text: _Way | None = None,
-                 ascii: _Way | None = None) -> None:
+                 ascii: _Way | None = None, utf8: _Way | None = None) -> None:
         self.line_filter = line_filter
         self.mode = mode
-        self.text = text  # over a decoded block
-        self.ascii = ascii  # over an ASCII block as bytes; None: decode it too
+        self.text = text  # over a decoded block (not valid UTF-8): every line checked
+        self.ascii = ascii  # over an ASCII block as bytes
+        self.utf8 = utf8  # over a block of valid UTF-8 as bytes
 
     @classmethod
     def of(cls, line_filter: LineFilter) -> BlockSearch:
@@ -232,76 +281,93 @@ class BlockSearch:
         regex = line_filter.regex
         if regex is None or line_filter.error is not None:
             return cls(line_filter, "all")
-        search = regex.search
-        check: Callable[[Any], bool] = lambda text: search(text) is not None  # noqa: E731
+        check_b = regex.search_bytes
+        every = _Way(None, False, False, regex.search)
+        each = _Way(None, False, False, check_b)
+        same, lead = _same_reading(regex.pattern)
         try:
-            parsed = _sre_parse.parse(regex.pattern, regex.flags)
-        except Exception:  # the parser of another Python: check every line
-            return cls(line_filter, "lines", _Way(None, False, False, check))
+            parsed = _sre_parse.parse(regex.pattern, re.IGNORECASE if regex.ignore_case else 0) \
+                if same else None
+        except Exception:  # Python reads it otherwise (or not at all): check every line
+            parsed = None
+        anchored = None if parsed is None else _anchored(parsed.data)
+        if parsed is None or anchored is None:
+            return cls(line_filter, "lines", every, each, each)
         flags = int(parsed.state.flags)
-        facts = _Facts()
-        _walk(parsed.data, bool(flags & re.DOTALL), facts)
-        literals = None if facts.unknown else _required(list(parsed.data))
-        if facts.unknown:
-            mode: Mode = "lines"
-        elif not facts.anchored and not facts.newline:
-            mode = "full"
-        else:
-            mode = "literal" if literals else "lines"
-        case = flags & (re.IGNORECASE | re.ASCII)
+        literals = _required(list(parsed.data))
+        mode: Mode = "full" if not anchored else "literal" if literals else "lines"
+        ignore = bool(flags & re.IGNORECASE)
+        utf8 = each
         if mode == "full":
-            text = _Way(regex, True, False, check)
-        elif mode == "literal" and literals:
-            text = _Way(re.compile("|".join(map(re.escape, literals)), case), False, False, check)
-        else:
-            text = _Way(None, False, False, check)
-        if not facts.ascii or facts.unknown or (facts.unicode_space and not flags & re.ASCII):
-            return cls(line_filter, mode, text)
-        try:
-            regex_b = re.compile(regex.pattern.encode("ascii"), regex.flags & ~re.UNICODE)
-        except (UnicodeEncodeError, re.error, ValueError):
-            return cls(line_filter, mode, text)
-        search_b = regex_b.search
-        check_b: Callable[[Any], bool] = lambda text: search_b(text) is not None  # noqa: E731
-        folds = bool(flags & re.IGNORECASE) and literals is not None and any(
-            ch.isalpha() for lit in literals for ch in lit)
-        if folds and literals and not (mode == "full" and _starts_uncased(list(parsed.data))):
-            lowered = re.compile("|".join(re.escape(lit.lower()) for lit in literals).encode("ascii"))
-            ascii_way = _Way(lowered, False, True, check_b)
+            pattern = regex.pattern
+            if regex.ignore_case and lead and not pattern.startswith("(?"):
+                # the characters without case searched as they are: a prefix RE2 scans for fast
+                pattern = pattern[:lead] + ("(?i:" + pattern[lead:] + ")" if pattern[lead:] else "")
+                finder = Regex(pattern)
+            else:
+                finder = Regex(pattern, regex.ignore_case)
+            utf8 = _Way(finder, True, False, check_b)
+        plain = _plain(parsed.data)
+        if plain is not None and plain.isascii() and "\n" not in plain:  # never_nl: no match
+            # a literal: searched and checked by ``bytes.find`` and ``in`` over an ASCII block
+            # (lowercased when ignoring case), not a call into RE2 per hit and per line
+            needle = (plain.lower() if ignore else plain).encode()
+            lower = ignore and needle != needle.upper()
+            check_lit: Callable[[Any], bool] = (
+                (lambda text: needle in text.lower()) if lower else (lambda text: needle in text))
+            return cls(line_filter, mode, every, _Way(_bytes_find(needle), True, lower, check_lit), utf8)
+        if literals and ignore and not all(lit.isascii() for lit in literals):
+            literals = None  # RE2 folds the Kelvin sign to k: no ASCII literal to look for
+        folds = ignore and literals is not None and any(ch.isalpha() for lit in literals for ch in lit)
+        if folds and literals and not (mode == "full" and lead):
+            lowered = re.compile("|".join(re.escape(lit.lower()) for lit in literals).encode())
+            ascii_way = _Way(_re_find(lowered), False, True, check_b)
         elif mode == "full":
-            ascii_way = _Way(regex_b, True, False, check_b)
-        elif text.finder is not None:
-            ascii_way = _Way(re.compile(text.finder.pattern.encode("ascii"), case), False, False, check_b)
+            ascii_way = utf8
+        elif mode == "literal" and literals:
+            found = re.compile("|".join(map(re.escape, literals)).encode(), re.IGNORECASE if ignore else 0)
+            ascii_way = _Way(_re_find(found), False, False, check_b)
         else:
-            ascii_way = _Way(None, False, False, check_b)
-        return cls(line_filter, mode, text, ascii_way)
+            ascii_way = each
+        return cls(line_filter, mode, every, ascii_way, utf8)
 
     # -- one block ------------------------------------------------------------------------------
     def kept(self, data: bytes, lo: int = 0, hi: int | None = None, *, dense: bool = False) -> Kept:
         """The lines of ``data[lo:hi]`` (whole lines) the filter keeps, in order, with the
-        buffer their spans index: ``data`` itself when it is ASCII and the pattern means the
-        same over bytes, else the region decoded. ``dense``: most lines match (the last block
-        said so), so test each line instead of expanding a hit per line."""
+        buffer their spans index: ``data`` itself when it is valid UTF-8, else the region
+        decoded. ``dense``: most lines match (the last block said so), so test each line
+        instead of expanding a hit per line."""
         hi = len(data) if hi is None else hi
+        way: _Way | None = self.ascii
+        valid = data.isascii()
+        if not valid:
+            way = self.utf8
+            try:
+                data[lo:hi].decode("utf-8")
+                valid = True
+            except UnicodeDecodeError:
+                pass
         if self.mode == "all":
-            if data.isascii():
+            if valid:
                 return Kept(data, lo, hi, _every_line(data, lo, hi), hi - lo)
             text = data[lo:hi].decode("utf-8", "replace")
             return Kept(text, 0, len(text), _every_line(text, 0, len(text)), len(text))
-        if self.ascii is not None and data.isascii():
-            return self._kept(self.ascii, data, lo, hi, dense)
+        if valid and way is not None:
+            return self._kept(way, data, lo, hi, dense)
         assert self.text is not None
         text = data[lo:hi].decode("utf-8", "replace")
         return self._kept(self.text, text, 0, len(text), dense)
 
     def _kept(self, way: _Way, buf: AnyStr, lo: int, hi: int, dense: bool) -> Kept:
         invert = self.line_filter.invert
-        if way.finder is None or dense:
+        if way.find is None or dense:
             spans, matched = _each_line(buf, lo, hi, way.check, invert)
             return Kept(buf, lo, hi, spans, matched)
         hay: Any = buf.lower() if way.lower else buf
         found = _search(buf, hay, lo, hi, way)
         return Kept(buf, lo, hi, _others(buf, lo, hi, found) if invert else found, len(found))
+
+
 
 
 class Kept:
@@ -336,36 +402,32 @@ def _text(buf: AnyStr, span: Span) -> AnyStr:
 
 
 def _search(buf: AnyStr, hay: AnyStr, lo: int, hi: int, way: _Way) -> list[Span]:
-    """Hits of ``way.finder`` in ``hay`` (``buf`` or ``buf`` lowercased: the same positions),
+    """Hits of ``way.find`` in ``hay`` (``buf`` or ``buf`` lowercased: the same positions),
     each expanded to its line in ``buf`` and kept when it is a match of the line's text
     (``exact``) or ``way.check`` says so."""
     nl: Any = b"\n" if isinstance(buf, bytes) else "\n"
     tab: Any = b"\t" if isinstance(buf, bytes) else "\t"
-    finder = way.finder
-    assert finder is not None
-    search, find, rfind, check, exact = finder.search, buf.find, buf.rfind, way.check, way.exact
-    ends = way.ends
+    search = way.find
+    assert search is not None
+    match, anchor = way.regex.raw() if way.regex is not None else (None, None)
+    find, rfind, check, exact = buf.find, buf.rfind, way.check, way.exact
     past = hi if buf[hi - 1:hi] == nl else hi + 1  # a hit here is after the last line
     out: list[Span] = []
     pos = lo
     while pos < hi:
-        m = search(hay, pos, hi)
-        if m is None:
-            break
-        hit, end = m.span()
-        if hit >= past:
+        hit, end = match(anchor, hay, pos, hi)[0] if match is not None else search(hay, pos, hi)
+        if hit < 0 or hit >= past:
             break
         start = rfind(nl, lo, hit) + 1 or lo
-        if not ends:
-            end = find(nl, hit, hi)
-            if end < 0:
-                end = hi
+        end = find(nl, hit, hi)
+        if end < 0:
+            end = hi
         t = find(tab, start, end)
         if exact and 0 <= t < end - 1:
-            # in the text: a match; in the time stamp: search the text alone (the line's end
-            # as the string's end; before its start a tab, which nothing here can see). An
-            # empty text goes to the check: \B never matches in an empty string
-            if t < hit or search(buf, t + 1, end) is not None:
+            # in the text: a match; in the time stamp: search the text alone (before its start
+            # a tab, after its end a newline, which nothing here can see). An empty text goes
+            # to the check: \B never matches in an empty string
+            if t < hit or search(hay, t + 1, end)[0] >= 0:
                 out.append((start, t, end))
         elif check(buf[t + 1:end] if t >= 0 else buf[end:end]):
             out.append((start, t, end))

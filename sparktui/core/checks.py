@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from sparktui.core.linear import Regex
 from sparktui.core.patterns import compile_pattern
 from sparktui.core.plan import BootPlan
 
@@ -21,18 +22,18 @@ CheckKind = Literal["ready", "must_show", "must_not_show"]
 CheckState = Literal["pending", "passed", "failed"]
 
 
-# A search over lines joined by "\n" (with re.MULTILINE, so ^ and $ still mean a line's ends)
-# finds a match wherever a search of one line does, as long as every assertion reads the same
-# inside a line: not \A or \Z (the ends of the whole text), and no lookahead or lookbehind (they
-# could see the next or the previous line). Matches across lines only cost a per-line search.
-_NOT_PER_LINE = re.compile(r"\\[AZ]|\(\?<?[=!]")
+# A search over lines joined by "\n" (in RE2's multi-line mode, so ^ and $ still mean a line's
+# ends) finds a match wherever a search of one line does, as long as every assertion reads the
+# same inside a line: not \A or \z (the ends of the whole text), and no flag group that turns
+# the multi-line mode off again. No match spans two lines (``core.linear``: never_nl).
+_NOT_PER_LINE = re.compile(r"\\[AzZ]|\(\?[a-zA-Z]*-[a-zA-Z]*m")
 
 
-def batch_regex(regex: re.Pattern[str]) -> re.Pattern[str] | None:
+def batch_regex(regex: Regex) -> Regex | None:
     """``regex`` for a whole batch of lines at once, or None when that could miss a match."""
     if _NOT_PER_LINE.search(regex.pattern):
         return None
-    return re.compile(regex.pattern, regex.flags | re.MULTILINE)
+    return Regex("(?m)" + regex.pattern, regex.ignore_case)
 
 
 @dataclass(frozen=True)
@@ -41,9 +42,9 @@ class Check:
     kind: CheckKind
     pattern: str
     ranks: str | list[int]  # "any", "all" or a list; must_not_show watches every rank
-    regex: re.Pattern[str]
+    regex: Regex
     added: bool = False  # added interactively
-    batch: re.Pattern[str] | None = None  # ``batch_regex(regex)``
+    batch: Regex | None = None  # ``batch_regex(regex)``
 
     def applies_to(self, rank: int) -> bool:
         return self.ranks in ("any", "all") or (isinstance(self.ranks, list) and rank in self.ranks)

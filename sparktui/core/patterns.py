@@ -1,14 +1,18 @@
-"""Boot-line patterns: literal text where ``...`` stands for any text, or ``re:`` + a regex."""
+"""Boot-line patterns: literal text where ``...`` stands for any text, or ``re:`` + a regex.
+
+Both run in RE2 (``core.linear``), on every line a rank prints while it boots: a pattern cannot
+make the search of a line take longer than the line is long.
+"""
 
 from __future__ import annotations
 
-import re
+from sparktui.core.linear import PatternError, Regex, escape
 
 REGEX_PREFIX = "re:"
 WILDCARD = "..."
 
 
-def compile_pattern(pattern: str) -> re.Pattern[str]:
+def compile_pattern(pattern: str) -> Regex:
     """Compile a boot-check pattern; raises ``ValueError`` with a sentence on a bad regex.
 
     Literal patterns match anywhere in a line (log prefixes such as timestamps vary), and the
@@ -17,10 +21,9 @@ def compile_pattern(pattern: str) -> re.Pattern[str]:
     if pattern.startswith(REGEX_PREFIX):
         body = pattern[len(REGEX_PREFIX):]
         try:
-            return re.compile(body)
-        except re.error as exc:
+            return Regex(body)
+        except PatternError as exc:
             raise ValueError(f"bad regular expression {body!r}: {exc}") from None
     if not pattern.strip():
         raise ValueError("an empty pattern would match every line")
-    parts = [re.escape(p) for p in pattern.split(WILDCARD)]
-    return re.compile(".*?".join(parts))
+    return Regex(".*?".join(escape(p) for p in pattern.split(WILDCARD)))

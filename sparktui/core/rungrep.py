@@ -349,10 +349,14 @@ class RunScan:
 
 
 def _line(rank: int, no: int, line: bytes | str, tab: int) -> LogLine:
-    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+    """``tab`` counts in ``line``'s own units: bytes of a UTF-8 block, characters of a decoded one."""
     if tab < 0:
+        text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
         return norm_ts(text), rank, no, ""
-    return norm_ts(text[:tab]), rank, no, text[tab + 1:]
+    if isinstance(line, bytes):
+        return (norm_ts(line[:tab].decode("utf-8", "replace")), rank, no,
+                line[tab + 1:].decode("utf-8", "replace"))
+    return norm_ts(line[:tab]), rank, no, line[tab + 1:]
 
 
 def tail(path: Path, rank: int, window: int, *, size: int = BLOCK_BYTES) -> list[LogLine]:

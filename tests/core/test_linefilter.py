@@ -89,3 +89,13 @@ def test_patterns_a_later_python_may_read_otherwise_say_nothing_on_stderr() -> N
             assert f.active
             BlockSearch.of(f).kept(b"t\tx[y\nt\tz\n")
     assert [str(w.message) for w in caught] == []
+
+
+@pytest.mark.parametrize("pattern", ["tick", "Tick", "!tick", "a b", "#running-req: 6", "k"])
+def test_a_plain_pattern_matches_as_its_regex_does(pattern: str) -> None:
+    """Plain text is looked for with ``in`` in an ASCII line, RE2 elsewhere: the same answers."""
+    f = LineFilter.parse(pattern)
+    assert f.regex is not None
+    for text in ("demo tick 3", "DEMO TICK", "Tick", "a b c", "ab", "x #running-req: 61,", "",
+                 "\u212a", "K", "tick \u212a", "\u017f"):
+        assert f.matches(text) == (f.regex.search(text) != f.invert), (pattern, text)
