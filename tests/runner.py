@@ -73,14 +73,33 @@ def child_processes(command_has: bytes = b"") -> list[Path]:
     return found
 
 
-def listening(table: str = "/proc/net/tcp") -> dict[int, str]:
+def socket_inodes(command_has: bytes) -> set[str]:
+    """The socket inodes held open by the processes whose command line holds ``command_has``."""
+    inodes = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if command_has not in (proc / "cmdline").read_bytes():
+                continue
+            for fd in (proc / "fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    return inodes
+
+
+def listening(table: str = "/proc/net/tcp", inodes: set[str] | None = None) -> dict[int, str]:
     """Local port -> local address (hex, as the kernel writes it: ``0100007F`` is 127.0.0.1,
-    ``00000000`` every interface) of each listening socket of this network namespace."""
+    ``00000000`` every interface) of each listening socket of this network namespace, or of
+    those among ``inodes`` (the machine may run other servers: CI runs in its namespace)."""
     out = {}
     for row in Path(table).read_text().splitlines()[1:]:
         fields = row.split()
         address, port = fields[1].split(":")
-        if fields[3] == "0A":  # TCP_LISTEN
+        if fields[3] == "0A" and (inodes is None or fields[9] in inodes):  # TCP_LISTEN
             out[int(port, 16)] = address
     return out
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from tests.backend.test_local_up import cli
-from tests.runner import Cli, listening, raw_get
+from tests.runner import Cli, listening, raw_get, socket_inodes
 
 __all__ = ["cli"]  # the fixture: a state folder of the test's own, demo-tp4 down after
 
@@ -33,11 +33,12 @@ def test_a_request_holding_fatal_text_leaves_every_rank_ready(cli: Cli, tmp_path
     up = cli("up", RECIPE, "--wait")
     assert up.returncode == 0, up.stderr
 
-    # The test's own network namespace: every listening socket in it is the ranks'.
-    bound = listening()
+    # every socket the demo ranks listen on (API, health, rendezvous), whatever else runs here
+    ranks = socket_inodes(b"sparktui.demo.engine")
+    bound = listening(inodes=ranks)
     assert set(PORTS) <= set(bound)
     assert set(bound.values()) == {"0100007F"}, bound  # 127.0.0.1, not 0.0.0.0 (00000000)
-    assert listening("/proc/net/tcp6") == {}
+    assert listening("/proc/net/tcp6", inodes=ranks) == {}
 
     for port in PORTS:  # every rank: the head's API and the workers' health servers
         assert raw_get(port, f"/x?{TB}").startswith(b"HTTP/1.1 400 ")  # spaces: a bad line

@@ -3,6 +3,7 @@ results that arrive after it closed."""
 
 from __future__ import annotations
 
+from textual import work
 from textual.command import CommandList, CommandPalette
 
 PAGE_MOVES = frozenset({"page_up", "page_down"})
@@ -25,3 +26,10 @@ class Palette(CommandPalette):
         if self.query(CommandList):
             super()._watch__list_visible()
 
+
+    @work(exclusive=True, group=CommandPalette._GATHER_COMMANDS_GROUP)
+    async def _gather_commands(self, search_value: str) -> None:
+        """The same for a search that starts as the palette closes: Textual's gatherer looks
+        for the list first (NoMatches in the worker, which fails the app)."""
+        if self.query(CommandList):
+            await CommandPalette._gather_commands.__wrapped__(self, search_value)  # type: ignore[attr-defined]
