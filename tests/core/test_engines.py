@@ -9,7 +9,7 @@ from typing import get_args
 import pytest
 
 from sparktui.core.cluster import load_cluster, local_cluster
-from sparktui.core.engines import ENGINES, FATAL_LINES, Launch, Probe, engine
+from sparktui.core.engines import ENGINES, FATAL_LINES, Launch, Probe, engine, flagtable
 from sparktui.core.errors import RecipeError
 from sparktui.core.plan import build_plan
 from sparktui.core.recipe import EngineName, flag_name, load_recipe, load_recipe_text
@@ -70,6 +70,19 @@ def test_every_flag_the_launcher_appends_is_launcher_owned(name: str) -> None:
         assert flags <= set(adapter.launcher_flags)
 
 
+@pytest.mark.parametrize("name", sorted(ENGINES))
+def test_every_alias_of_a_launcher_flag_is_launcher_owned(name: str) -> None:
+    """The spellings the engine's own parser gives a launcher flag (its shipped table) are all
+    owned, so a recipe whose table is off (``engine_flags = "none"``) is refused them too."""
+    table = flagtable.load(name)
+    assert table is not None
+    owned = set(engine(name).launcher_flags)
+    for option in owned:
+        flag = table.option(option)
+        assert flag is not None, option
+        assert set(flag.options) <= owned
+
+
 def test_the_recipe_refuses_flags_the_adapter_owns() -> None:
     with pytest.raises(RecipeError, match="--master-port is set by the launcher"):
         load_recipe_text(VLLM_RECIPE.replace('"16"]', '"16", "--master-port", "1"]'))
@@ -86,6 +99,8 @@ def test_the_recipe_refuses_flags_the_adapter_owns() -> None:
     ("vllm", "-tp=4", "-tp is set"),
     ("vllm", "--tensor_parallel_size", "--tensor-parallel-size is set"),
     ("vllm", "--tensor-p", "--tensor-p (vLLM 0.33.0's parser reads it as --tensor-parallel-size)"),
+    ("vllm", "-n", "-n is set"),
+    ("seed", "--nccl-init-addr", "--nccl-init-addr is set"),
 ])
 def test_a_recipe_setting_the_tp_size_in_args_is_refused_with_its_line(
         recipe: str, token: str, said: str) -> None:

@@ -26,7 +26,8 @@ class SGLang:
     default_port = 30000
     launcher_flags: tuple[str, ...] = (
         "--model-path", "--nnodes", "--node-rank", "--dist-init-addr", "--host", "--port",
-        "--tp-size", "--tensor-parallel-size",
+        "--tp-size",
+        "--model", "--nccl-init-addr", "--tensor-parallel-size",  # SGLang 0.5.23's aliases
     )
 
     def rank_flags(self, launch: Launch) -> list[str]:

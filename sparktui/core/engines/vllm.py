@@ -31,7 +31,8 @@ class VLLM:
     default_port = 8000
     launcher_flags: tuple[str, ...] = (
         "--model", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless",
-        "--host", "--port", "--tensor-parallel-size", "-tp",
+        "--host", "--port", "--tensor-parallel-size",
+        "-n", "-r", "-tp",  # vLLM 0.33.0's aliases
     )
 
     def rank_flags(self, launch: Launch) -> list[str]:
