@@ -65,13 +65,22 @@ def _plain(value: Any) -> Any:
 
 def table(parser: argparse.ArgumentParser, engine: str, version: str, source: str) -> dict[str, Any]:
     flags = []
+    # Every spelling the parser answers to: vLLM's EnableDisableAction rewrites option_strings
+    # after registering (--no-enable-x is accepted but no longer listed there).
+    registered: dict[int, list[str]] = {}
+    for spelling, registered_action in parser._option_string_actions.items():
+        registered.setdefault(id(registered_action), []).append(spelling)
     for action in parser._actions:
         if not action.option_strings or isinstance(action, argparse._HelpAction):
             continue
         choices = action.choices
+        if isinstance(choices, (set, frozenset)):  # a set's order changes from run to run
+            choices = sorted(choices, key=str)
         kind, nullable = _kind(action)
+        options = list(action.option_strings)
+        options += [o for o in registered.get(id(action), []) if o not in options]
         flags.append({
-            "options": list(action.option_strings),
+            "options": options,
             "dest": action.dest,
             "kind": kind,
             "nullable": nullable,

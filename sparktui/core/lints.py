@@ -12,6 +12,7 @@ from pathlib import Path
 
 from sparktui.agents.sparse_rows import bytes_for_ranks, selected_tensors
 from sparktui.core.cluster import Cluster
+from sparktui.core.engines.argv import demo_entrypoint, table_for, value_problem, walk
 from sparktui.core.nodevalues import nic_names, unsafe_sentence
 from sparktui.core.placeholders import substitute
 from sparktui.core.plan import hosted_tp_ranks
@@ -19,8 +20,8 @@ from sparktui.core.problems import Problem
 from sparktui.core.recipe import HF_CACHE_IN_CONTAINER, Recipe, flag_name
 from sparktui.core.secrets import redact_problems
 from sparktui.core.units import format_bytes
+from sparktui.core.validation import suggest
 
-TP_FLAGS = ("--tp-size", "--tp", "--tensor-parallel-size")
 EP_FLAGS = ("--ep-size", "--ep", "--expert-parallel-size")
 # env names that hold a folder sparktui is expected to fill by staging
 STAGED_ENV_MARKERS = ("PACKED", "STAGED", "STAGING")
@@ -62,12 +63,6 @@ def lint_parallel_sizes(recipe: Recipe) -> list[Problem]:
             "adapters that read TP_SIZE would shard for a different world",
             code="tp-size",
         ))
-    for flag in TP_FLAGS:
-        for i, value in flags.get(flag, []):
-            if _int(value) != tp:
-                problems.append(recipe.problem(
-                    ("args", i), f"{flag} {value} disagrees with tensor_parallel_size = {tp}",
-                    code="tp-size"))
     ep_flag = next(((f, v[-1]) for f in EP_FLAGS if f in flags for v in [flags[f]]), None)
     if "EP_SIZE" in spec.env and ep_flag is not None:
         flag, (_, value) = ep_flag
@@ -110,6 +105,50 @@ def lint_duplicate_flags(recipe: Recipe) -> list[Problem]:
                     f"one ({value if value is not None else 'switch'})",
                     severity="warning", code="duplicate-flag",
                 ))
+    return problems
+
+
+def lint_engine_flags(recipe: Recipe) -> list[Problem]:
+    """The args held against the engine's own flag table (``core/engines/flagtable``): a flag
+    the version does not know is a warning (a fork's image may know it: ``engine_flags``
+    says which table applies, or ``"none"``); what its parser would refuse is an error."""
+    spec = recipe.spec
+    table = table_for(spec.engine, spec.engine_flags, spec.entrypoint)
+    if table is None:
+        return []
+    which = "" if spec.engine_flags else "; the newest shipped, as the recipe sets no engine_flags"
+    problems = []
+    hints = 3  # difflib over ~500 options costs ~10 ms a flag: a few suggestions per recipe
+    for use in walk(table, spec.args, skip_demo=demo_entrypoint(spec.entrypoint)):
+        if use.flag is None and use.ambiguous:
+            shown = ", ".join(use.ambiguous[:6]) + (", ..." if len(use.ambiguous) > 6 else "")
+            problems.append(recipe.problem(
+                ("args", use.index), f"{use.spelling} is ambiguous for {table.label}'s parser: "
+                f"it abbreviates {shown}; write the whole flag", code="engine-flag"))
+        elif use.flag is None:
+            options = [o for f in table.flags for o in f.options if o.startswith("--")]
+            hint = suggest(use.spelling, options) if hints > 0 else None
+            hints -= 1
+            problems.append(recipe.problem(
+                ("args", use.index), f"{use.spelling} is not a flag of {table.label} (checked "
+                f"against its own parser's table{which})"
+                f"{f'; did you mean {hint}?' if hint else ''}",
+                severity="warning", code="engine-flag"))
+        elif not use.flag.takes_value and use.inline:
+            problems.append(recipe.problem(
+                ("args", use.index), f"{use.spelling} is a switch in {table.label}: it takes "
+                f"no value (write {use.spelling} alone)", code="engine-flag"))
+        elif use.missing:
+            problems.append(recipe.problem(
+                ("args", use.index), f"{use.spelling} takes a value in {table.label} and none "
+                "follows it", code="engine-flag"))
+        else:
+            for i, value in use.values:
+                why = value_problem(use.flag, value)
+                if why is not None:
+                    problems.append(recipe.problem(
+                        ("args", i), f"{use.spelling} {value[:80]}: {table.label} takes {why}",
+                        code="engine-flag"))
     return problems
 
 
@@ -267,6 +306,7 @@ def lint_node_values(recipe: Recipe, cluster: Cluster | None) -> list[Problem]:
 
 RECIPE_LINTS: list[Callable[[Recipe], list[Problem]]] = [
     lint_parallel_sizes, lint_cuda_graph, lint_duplicate_flags, lint_staged_paths,
+    lint_engine_flags,
 ]
 CLUSTER_LINTS: list[Callable[[Recipe, Cluster | None], list[Problem]]] = [
     lint_cluster_size, lint_min_free, lint_node_paths, lint_node_values,

@@ -270,7 +270,8 @@ def rank_flags(recipe: Recipe, rank: int, cluster: Cluster, port: int) -> list[s
     spec = recipe.spec
     return engine(spec.engine).rank_flags(Launch(
         model=spec.model, nnodes=spec.required_nodes, rank=rank, head_addr=cluster.head.fabric_ip,
-        dist_port=cluster.dist_init_port, port=port, distributed_backend=spec.distributed_backend,
+        dist_port=cluster.dist_init_port, port=port, tp_size=spec.tensor_parallel_size,
+        distributed_backend=spec.distributed_backend,
         bind_host=LOCAL_HEAD if cluster.is_local else "0.0.0.0",
     ))
 

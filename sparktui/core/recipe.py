@@ -23,6 +23,8 @@ from pydantic import (
 
 from sparktui.core import engines
 from sparktui.core.dockersyntax import env_problems, mount_problems
+from sparktui.core.engines.argv import is_option, table_for
+from sparktui.core.engines.flagtable import ENGINE_LABELS, UNDERSCORE_ENGINES, versions
 from sparktui.core.errors import RecipeError
 from sparktui.core.limits import MAX_NODES, MAX_TP
 from sparktui.core.names import NAME_RULE, is_safe
@@ -193,6 +195,10 @@ class RecipeSpec(StrictModel):
     required_nodes: int = Field(ge=1, le=MAX_NODES)
     tensor_parallel_size: int = Field(ge=1, le=MAX_TP)
     distributed_backend: Literal["mp", "ray"] = "mp"
+    engine_flags: str | None = Field(
+        default=None, description='The engine version whose flag table args are checked '
+        'against (e.g. "0.5.23"; default: the newest shipped), or "none" for an image whose '
+        'engine knows other flags (a fork)')
     shm_size: Size | None = None
     entrypoint: list[str] | None = None
     args: list[str] = Field(default_factory=list)
@@ -240,6 +246,45 @@ def flag_name(token: str) -> str | None:
     return None
 
 
+def launcher_flag(spec: RecipeSpec, token: str) -> str | None:
+    """How ``token`` names a flag the launcher owns, or None: any spelling of it (an alias,
+    ``--flag=value``, vLLM's ``--flag_name``), and an abbreviation the engine's parser would
+    take for it (argparse's prefix matching, through the flag table; only looked up when the
+    token is a prefix of an owned flag, so most recipes never load the table)."""
+    if not is_option(token):
+        return None
+    owned = engines.engine(spec.engine).launcher_flags
+    name = token.split("=", 1)[0]
+    if spec.engine in UNDERSCORE_ENGINES and name.startswith("--"):
+        name = "--" + name[2:].replace("_", "-")
+    if name in owned:
+        return name
+    if not name.startswith("--") or not any(o.startswith(name) for o in owned):
+        return None
+    table = table_for(spec.engine, spec.engine_flags, spec.entrypoint)
+    flag = table.resolve(name)[0] if table is not None else None
+    if flag is None or not set(flag.options) & set(owned):
+        return None
+    return f"{name} ({table.label if table else spec.engine}'s parser reads it as {flag.options[0]})"
+
+
+def _engine_flags_problems(spec: RecipeSpec, source: TomlSource) -> list[Problem]:
+    if spec.engine_flags is None or spec.engine_flags == "none":
+        return []
+    shipped = versions(spec.engine)
+    if spec.engine_flags in shipped:
+        return []
+    hint = suggest(spec.engine_flags, list(shipped))
+    label = ENGINE_LABELS.get(spec.engine, spec.engine)
+    return [source.problem(
+        ("engine_flags",),
+        f"no flag table of {label} {spec.engine_flags} ships with sparktui"
+        + (f"; did you mean {hint!r}?" if hint else "")
+        + f" (shipped: {', '.join(shipped) or 'none'}); name one, or \"none\" when the image's "
+        "engine knows other flags (scripts/engine_flags.py writes a table from an installed "
+        "engine)", code="engine-flags")]
+
+
 def _placeholder_problems(source: TomlSource) -> list[Problem]:
     problems: list[Problem] = []
     for path, text in walk_strings(source.data):
@@ -262,13 +307,14 @@ def _semantic_problems(spec: RecipeSpec, source: TomlSource) -> list[Problem]:
             "with the engine's own multi-node flags; remove the key or set it to \"mp\"",
             code="unsupported",
         ))
+    problems += _engine_flags_problems(spec, source)
     owned = engines.engine(spec.engine).launcher_flags
     for i, token in enumerate(spec.args):
-        name = flag_name(token)
-        if name in owned:
+        taken = launcher_flag(spec, token)
+        if taken is not None:
             problems.append(source.problem(
                 ("args", i),
-                f"{name} is set by the launcher for every rank ({' '.join(owned)}); "
+                f"{taken} is set by the launcher for every rank ({' '.join(owned)}); "
                 "remove it from args",
                 code="launcher-flag",
             ))

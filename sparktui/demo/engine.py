@@ -211,6 +211,8 @@ def _build_parser() -> argparse.ArgumentParser:
     sg.add_argument("--dist-init-addr", default=None, metavar="HOST:PORT", help="rendezvous address")
     sg.add_argument("--host", default="127.0.0.1", help="HTTP address (default 127.0.0.1)")
     sg.add_argument("--port", type=int, default=None, help="HTTP port (default 30000; vLLM 8000)")
+    sg.add_argument("--tp-size", "--tensor-parallel-size", type=int, default=None, metavar="N",
+                    help="TP size, either engine's spelling (taken; the demo's world is --nnodes)")
     vl = parser.add_argument_group("vLLM rank flags (--nnodes, --node-rank, --host and --port as above)")
     vl.add_argument("--model", default=None, help="served checkpoint, vLLM's spelling (never read)")
     vl.add_argument("--master-addr", default=None, metavar="HOST", help="rendezvous host (vLLM)")

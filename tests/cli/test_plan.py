@@ -44,7 +44,7 @@ def test_four_node_plan(capsys: pytest.CaptureFixture[str]) -> None:
                                 "--model-path", "deepseek-ai/DeepSeek-V4.1-Flash",
                                 "--nnodes", "4", "--node-rank", str(r),
                                 "--dist-init-addr", "192.168.200.1:25000",
-                                "--host", "0.0.0.0", "--port", "30000"]
+                                "--host", "0.0.0.0", "--port", "30000", "--tp-size", "4"]
         assert c["env"] == SEED_ENV
         assert list(c["env"]) == list(SEED_ENV)
         mounts = {(m["source"], m["target"], m["read_only"]) for m in c["mounts"]}

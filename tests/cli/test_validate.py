@@ -200,3 +200,25 @@ def test_ray_backend_is_refused_not_half_supported(capsys: pytest.CaptureFixture
     code, text = run(capsys, "plan", str(path))  # every verb that loads the recipe refuses it
     assert code == 2  # (exit 2: a recipe that cannot be used; only validate says 1)
     assert f"recipe.toml:{line}:1: error: distributed_backend: 'ray' is not supported yet" in text
+
+
+def test_a_flag_sglang_does_not_know_is_a_warning_naming_the_version_and_line(
+        capsys: pytest.CaptureFixture[str], write_recipe: Callable[..., Path]) -> None:
+    path = write_recipe(('    "--watchdog-timeout", "1800",\n',
+                         '    "--watchdog-timeout", "1800",\n    "--enable-foo",\n'))
+    code, text = run(capsys, "validate", str(path), "--cluster", str(CLUSTER4))
+    assert code == 0
+    line = line_of(path, '"--enable-foo"')
+    assert (f"recipe.toml:{line}:5: warning: args[42]: --enable-foo is not a flag of SGLang "
+            "0.5.23 (checked against its own parser's table") in text
+    assert "1 warning(s)" in text
+
+
+def test_a_value_sglang_refuses_is_an_error_with_its_line(
+        capsys: pytest.CaptureFixture[str], write_recipe: Callable[..., Path]) -> None:
+    path = write_recipe(('"--max-running-requests", "16"', '"--max-running-requests", "sixteen"'))
+    code, text = run(capsys, "validate", str(path), "--cluster", str(CLUSTER4))
+    assert code == 1
+    line = line_of(path, '"sixteen"')
+    assert (f"recipe.toml:{line}:31: error: args[22]: --max-running-requests sixteen: SGLang "
+            "0.5.23 takes an integer") in text

@@ -9,7 +9,7 @@ from typing import get_args
 import pytest
 
 from sparktui.core.cluster import load_cluster, local_cluster
-from sparktui.core.engines import ENGINES, FATAL_LINES, Launch, Probe, engine
+from sparktui.core.engines import ENGINES, FATAL_LINES, Launch, Probe, engine, flagtable
 from sparktui.core.errors import RecipeError
 from sparktui.core.plan import build_plan
 from sparktui.core.recipe import EngineName, flag_name, load_recipe, load_recipe_text
@@ -21,13 +21,13 @@ docker_image = "vllm/vllm-openai:latest"
 model = "Qwen/Qwen3-0.6B"
 required_nodes = 4
 tensor_parallel_size = 4
-args = ["--tensor-parallel-size", "4"]
+args = ["--max-num-seqs", "16"]
 """
 
 
 def launch(rank: int, nnodes: int = 4, backend: str = "mp") -> Launch:
     return Launch(model="org/M", nnodes=nnodes, rank=rank, head_addr="10.0.0.1", dist_port=25000,
-                  port=8000, distributed_backend=backend)
+                  port=8000, tp_size=4, distributed_backend=backend)
 
 
 def test_recipe_engines_are_the_adapters() -> None:
@@ -40,7 +40,8 @@ def test_sglang_rank_flags() -> None:
     sglang = engine("sglang")
     assert sglang.rank_flags(launch(2)) == [
         "--model-path", "org/M", "--nnodes", "4", "--node-rank", "2",
-        "--dist-init-addr", "10.0.0.1:25000", "--host", "0.0.0.0", "--port", "8000"]
+        "--dist-init-addr", "10.0.0.1:25000", "--host", "0.0.0.0", "--port", "8000",
+        "--tp-size", "4"]
     assert all(sglang.serves_http(r, 4, "mp") for r in range(4))
     assert sglang.probes(0) == (Probe("/health"), Probe("/v1/models", names_model=True))
     assert sglang.probes(1) == (Probe("/health"),)
@@ -48,7 +49,8 @@ def test_sglang_rank_flags() -> None:
 
 def test_vllm_rank_flags_head_and_headless_workers() -> None:
     vllm = engine("vllm")
-    common = ["--model", "org/M", "--host", "0.0.0.0", "--port", "8000"]
+    common = ["--model", "org/M", "--host", "0.0.0.0", "--port", "8000",
+              "--tensor-parallel-size", "4"]
     multi = ["--nnodes", "4", "--master-addr", "10.0.0.1", "--master-port", "25000"]
     head, worker = vllm.rank_flags(launch(0)), vllm.rank_flags(launch(3))
     assert head == [*common, "--nnodes", "4", "--node-rank", "0", *multi[2:]]
@@ -68,9 +70,69 @@ def test_every_flag_the_launcher_appends_is_launcher_owned(name: str) -> None:
         assert flags <= set(adapter.launcher_flags)
 
 
+@pytest.mark.parametrize("name", sorted(ENGINES))
+def test_every_alias_of_a_launcher_flag_is_launcher_owned(name: str) -> None:
+    """The spellings the engine's own parser gives a launcher flag (its shipped table) are all
+    owned, so a recipe whose table is off (``engine_flags = "none"``) is refused them too."""
+    table = flagtable.load(name)
+    assert table is not None
+    owned = set(engine(name).launcher_flags)
+    for option in owned:
+        flag = table.option(option)
+        assert flag is not None, option
+        assert set(flag.options) <= owned
+
+
 def test_the_recipe_refuses_flags_the_adapter_owns() -> None:
     with pytest.raises(RecipeError, match="--master-port is set by the launcher"):
-        load_recipe_text(VLLM_RECIPE.replace('"4"]', '"4", "--master-port", "1"]'))
+        load_recipe_text(VLLM_RECIPE.replace('"16"]', '"16", "--master-port", "1"]'))
+
+
+@pytest.mark.parametrize(("recipe", "token", "said"), [
+    ("seed", "--tp-size", "--tp-size is set"),
+    ("seed", "--tensor-parallel-size", "--tensor-parallel-size is set"),
+    ("seed", "--tp-size=4", "--tp-size is set"),
+    ("seed", "--tp", "--tp (SGLang 0.5.23's parser reads it as --tp-size) is set"),
+    ("seed", "--tensor-par", "--tensor-par (SGLang 0.5.23's parser reads it as --tp-size) is set"),
+    ("vllm", "--tensor-parallel-size", "--tensor-parallel-size is set"),
+    ("vllm", "-tp", "-tp is set"),
+    ("vllm", "-tp=4", "-tp is set"),
+    ("vllm", "--tensor_parallel_size", "--tensor-parallel-size is set"),
+    ("vllm", "--tensor-p", "--tensor-p (vLLM 0.33.0's parser reads it as --tensor-parallel-size)"),
+    ("vllm", "-n", "-n is set"),
+    ("seed", "--nccl-init-addr", "--nccl-init-addr is set"),
+])
+def test_a_recipe_setting_the_tp_size_in_args_is_refused_with_its_line(
+        recipe: str, token: str, said: str) -> None:
+    """The launcher appends the TP flag; any spelling the engine's parser reads as it, in args,
+    is the launcher-flag error at its line."""
+    if recipe == "seed":
+        text = SEED.read_text().replace('    "--watchdog-timeout", "1800",\n',
+                                        f'    "--watchdog-timeout", "1800",\n    "{token}", "4",\n')
+    else:
+        text = VLLM_RECIPE.replace('"16"]', f'"16",\n  "{token}", "4"]')
+    line = next(n for n, t in enumerate(text.splitlines(), 1) if f'"{token}"' in t)
+    with pytest.raises(RecipeError) as caught:
+        load_recipe_text(text, Path("r/recipe.toml"))
+    (problem,) = caught.value.problems
+    assert problem.code == "launcher-flag" and problem.line == line
+    assert said in problem.message
+
+
+@pytest.mark.parametrize(("recipe", "cluster"), [
+    (RECIPES / "dsv41-flash-4x-mia" / "recipe.toml", "4"),
+    (RECIPES / "demo-tp4" / "recipe.toml", "local"),
+    (RECIPES / "demo-vllm-tp4" / "recipe.toml", "local"),
+    (None, "4"),
+])
+def test_every_rank_carries_the_engines_tp_flag(recipe: Path | None, cluster: str) -> None:
+    loaded = load_recipe(recipe) if recipe else load_recipe_text(VLLM_RECIPE)
+    flag = {"sglang": "--tp-size", "vllm": "--tensor-parallel-size"}[loaded.spec.engine]
+    plan = build_plan(loaded, load_cluster(CLUSTER4) if cluster == "4" else local_cluster(4))
+    for rank in plan.ranks:
+        command = rank.container.command
+        assert command.count(flag) == 1
+        assert command[command.index(flag) + 1] == "4"
 
 
 def test_defaults_come_from_the_adapter() -> None:
@@ -96,12 +158,13 @@ def test_plan_knows_who_serves_http() -> None:
 
 
 @pytest.mark.parametrize(("recipe", "digest"), [
-    (SEED, "f57e44dce7ee"),
-    (RECIPES / "demo-tp4" / "recipe.toml", "5301a3f302ce"),
-    (None, "1314471e5f96"),
+    (SEED, "61176117294e"),
+    (RECIPES / "demo-tp4" / "recipe.toml", "f42c1a82c885"),
+    (None, "74ca928af6aa"),
 ])
 def test_plan_hash_of_a_running_cluster_does_not_change(recipe: Path | None, digest: str) -> None:
-    """The hashes before the adapters existed: containers launched then still match."""
+    """The hashes since the TP flag reached the engine (issue 24: every rank's command line
+    gained it, so a group launched before shows as a changed plan, which it is)."""
     loaded = load_recipe(recipe) if recipe else load_recipe_text(VLLM_RECIPE)
     assert build_plan(loaded, load_cluster(CLUSTER4)).plan_hash == digest
 

@@ -10,6 +10,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from sparktui.core.cluster import load_cluster, local_cluster
+from sparktui.core.errors import RecipeError
 from sparktui.core.lints import lint
 from sparktui.core.problems import Problem
 from sparktui.core.recipe import load_recipe
@@ -31,9 +32,86 @@ def test_tp_size_env(write_recipe: Callable[..., Path]) -> None:
     assert codes(lint(r)) == [("tp-size", "error", "env.TP_SIZE")]
 
 
-def test_tp_size_flag(write_recipe: Callable[..., Path]) -> None:
-    r = load_recipe(write_recipe(('"--trust-remote-code",', '"--trust-remote-code", "--tp-size", "8",')))
-    assert codes(lint(r)) == [("tp-size", "error", "args[3]")]
+def test_tp_size_flag_is_the_launchers(write_recipe: Callable[..., Path]) -> None:
+    """The launcher appends --tp-size from tensor_parallel_size: args cannot set it at all."""
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(write_recipe(('"--trust-remote-code",', '"--trust-remote-code", "--tp-size", "8",')))
+    assert codes(caught.value.problems) == [("launcher-flag", "error", "args[3]")]
+
+
+def seed_with(write_recipe: Callable[..., Path], *tokens: str, top: str = "") -> Path:
+    """The seed with ``tokens`` added to args on a line of their own (and ``top`` keys)."""
+    added = "".join(f'"{t}", ' for t in tokens)
+    return write_recipe(('    "--watchdog-timeout", "1800",\n',
+                         f'    "--watchdog-timeout", "1800",\n    {added}\n'),
+                        ("tensor_parallel_size = 4\n", f"tensor_parallel_size = 4\n{top}"))
+
+
+def added_line(path: Path, token: str) -> int:
+    return max(n for n, t in enumerate(path.read_text().splitlines(), 1) if f'"{token}"' in t)
+
+
+def test_a_flag_unknown_to_the_engine_version_is_a_warning_naming_it(
+        write_recipe: Callable[..., Path]) -> None:
+    path = seed_with(write_recipe, "--enable-foo")
+    (p,) = lint(load_recipe(path))
+    assert (p.code, p.severity, p.line) == ("engine-flag", "warning", added_line(path, "--enable-foo"))
+    assert p.message.startswith("--enable-foo is not a flag of SGLang 0.5.23 (checked against its "
+                                "own parser's table; the newest shipped, as the recipe sets no "
+                                "engine_flags)")
+    path = seed_with(write_recipe, "--enable-foo", top='engine_flags = "0.5.23"\n')
+    (p,) = lint(load_recipe(path))
+    assert "not a flag of SGLang 0.5.23 (checked against its own parser's table)" in p.message
+    path = seed_with(write_recipe, "--enable-foo", top='engine_flags = "none"\n')
+    assert lint(load_recipe(path)) == []  # a fork's image: its flags are its own
+
+
+@pytest.mark.parametrize(("tokens", "message"), [
+    (("--max-running-requests", "sixteen"),
+     "--max-running-requests sixteen: SGLang 0.5.23 takes an integer"),
+    (("--max-running-requests=sixteen",),
+     "--max-running-requests sixteen: SGLang 0.5.23 takes an integer"),
+    (("--mem-fraction-static", "most"), "--mem-fraction-static most: SGLang 0.5.23 takes a number"),
+    (("--attention-backend", "nope"), "--attention-backend nope: SGLang 0.5.23 takes one of triton,"),
+    (("--trust-remote-code=yes",), "--trust-remote-code is a switch in SGLang 0.5.23"),
+    (("--m", "1"), "--m is ambiguous for SGLang 0.5.23's parser: it abbreviates --mamba-backend,"),
+])
+def test_a_value_the_engines_parser_refuses_is_an_error_at_its_line(
+        write_recipe: Callable[..., Path], tokens: tuple[str, ...], message: str) -> None:
+    path = seed_with(write_recipe, *tokens)
+    found = [p for p in lint(load_recipe(path)) if p.code == "engine-flag"]
+    assert [(p.severity, p.line) for p in found] == [("error", added_line(path, tokens[0]))]
+    assert found[0].message.startswith(message)
+
+
+@pytest.mark.parametrize("tokens", [
+    ("--max-running-requests", "{{nnodes}}"),  # filled per rank: its rank's line tells
+    ("--enable-lora", "--lora-paths", "a", "b", "c", "--disable-radix-cache"),  # nargs "+"
+    ("--context-length", "1048576", "--random-seed", "-1"),  # a negative number is a value
+])
+def test_values_the_parser_takes_are_clean(write_recipe: Callable[..., Path],
+                                           tokens: tuple[str, ...]) -> None:
+    found = [p for p in lint(load_recipe(seed_with(write_recipe, *tokens)))
+             if p.code == "engine-flag"]
+    assert found == []
+
+
+def test_args_to_a_wrapper_are_not_the_engines(write_recipe: Callable[..., Path]) -> None:
+    """``sh -c`` gets args the table cannot speak for: they are not checked."""
+    path = write_recipe(('entrypoint = ["python3", "-m", "sglang.launch_server"]',
+                         'entrypoint = ["sh", "-c", "exec python3 /boot.py \\"$@\\"", "boot"]'))
+    path.write_text(path.read_text().replace('    "--watchdog-timeout", "1800",\n',
+                                             '    "--watchdog-timeout", "1800", "--enable-foo",\n'))
+    assert [p for p in lint(load_recipe(path)) if p.code == "engine-flag"] == []
+
+
+def test_an_unshipped_engine_version_is_refused_with_the_shipped_ones(
+        write_recipe: Callable[..., Path]) -> None:
+    with pytest.raises(RecipeError) as caught:
+        load_recipe(seed_with(write_recipe, top='engine_flags = "0.5.32"\n'))
+    (p,) = caught.value.problems
+    assert p.code == "engine-flags" and p.key == "engine_flags"
+    assert "no flag table of SGLang 0.5.32 ships with sparktui; did you mean '0.5.23'?" in p.message
 
 
 def test_ep_size(write_recipe: Callable[..., Path]) -> None:

@@ -41,6 +41,7 @@ class Launch:
     head_addr: str  # the head's fabric address
     dist_port: int  # rendezvous port on the head
     port: int  # the rank's API port
+    tp_size: int = 1  # tensor_parallel_size: the engine's own default is 1, whatever nnodes says
     distributed_backend: str = "mp"
     bind_host: str = "0.0.0.0"  # the API's listen address: every interface, or 127.0.0.1 on the local cluster
 

@@ -4,6 +4,7 @@ it takes. Plans are checked against it; a rank's dump of its arguments is read b
 
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import dataclass
 from functools import cache
@@ -12,6 +13,8 @@ from typing import Any
 
 FLAGS_PACKAGE = "sparktui.core.engines"
 FLAGS_FOLDER = "flags"
+ENGINE_LABELS = {"sglang": "SGLang", "vllm": "vLLM"}
+UNDERSCORE_ENGINES = ("vllm",)  # FlexibleArgumentParser: --max_num_seqs is --max-num-seqs
 
 
 @dataclass(frozen=True)
@@ -41,28 +44,70 @@ class FlagTable:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_option", {o: f for f in self.flags for o in f.options})
         object.__setattr__(self, "_by_dest", {f.dest: f for f in reversed(self.flags)})
+        object.__setattr__(self, "_options", tuple(sorted(o for f in self.flags for o in f.options
+                                                          if o.startswith("--"))))
+
+    @property
+    def label(self) -> str:
+        """``SGLang 0.5.23``: how messages name the table."""
+        return f"{ENGINE_LABELS.get(self.engine, self.engine)} {self.version}"
 
     def option(self, spelling: str) -> Flag | None:
         """The flag ``spelling`` (``--tp``, ``-tp``, ``--tp-size=4``'s ``--tp-size``) names."""
         found: Flag | None = self._by_option.get(spelling)  # type: ignore[attr-defined]
         return found
 
+    def resolve(self, spelling: str) -> tuple[Flag | None, tuple[str, ...]]:
+        """The flag the engine's parser takes ``spelling`` (no ``=value``) for, as argparse does:
+        the exact option, else the one option it is a prefix of (both parsers keep argparse's
+        ``allow_abbrev``; Python 3.11's argparse refuses a prefix of two options even of one
+        flag). vLLM's parser first turns ``_`` into ``-`` in a ``--`` name up to its first
+        ``.`` (``--compilation-config.level`` sets a key of a JSON flag). Returns the flag, or
+        None with the options an ambiguous prefix matched (empty: unknown)."""
+        if self.engine in UNDERSCORE_ENGINES and spelling.startswith("--"):
+            head, dot, rest = spelling[2:].partition(".")
+            spelling = "--" + head.replace("_", "-")
+            if dot and rest:  # a key inside a JSON flag: the flag is the head
+                found = self.option(spelling)
+                if found is not None:
+                    return found, ()
+        exact = self.option(spelling)
+        if exact is not None:
+            return exact, ()
+        if not spelling.startswith("--") or len(spelling) < 3:
+            return None, ()
+        matches = self._prefixes(spelling)
+        if len(matches) == 1:
+            return self.option(matches[0]), ()
+        return None, matches
+
+    def _prefixes(self, spelling: str) -> tuple[str, ...]:
+        options: tuple[str, ...] = self._options  # type: ignore[attr-defined]
+        start = bisect.bisect_left(options, spelling)
+        found = []
+        for option in options[start:]:
+            if not option.startswith(spelling):
+                break
+            found.append(option)
+        return tuple(found)
+
     def field(self, dest: str) -> Flag | None:
         found: Flag | None = self._by_dest.get(dest)  # type: ignore[attr-defined]
         return found
 
 
-def versions(engine: str) -> list[str]:
+@cache
+def versions(engine: str) -> tuple[str, ...]:
     """The versions whose table ships, oldest first."""
     folder = resources.files(FLAGS_PACKAGE).joinpath(FLAGS_FOLDER)
     found = [p.name[len(engine) + 1:-5] for p in folder.iterdir()
              if p.name.startswith(engine + "-") and p.name.endswith(".json")]
-    return sorted(found, key=lambda v: [int(x) if x.isdigit() else x for x in v.split(".")])
+    return tuple(sorted(found, key=lambda v: [int(x) if x.isdigit() else x for x in v.split(".")]))
 
 
-@cache
 def load(engine: str, version: str | None = None) -> FlagTable | None:
-    """The table of ``engine`` at ``version`` (the newest shipped when None); None if none ships."""
+    """The table of ``engine`` at ``version`` (the newest shipped when None); None if none ships.
+    Read once a process (about 9 ms for SGLang's 531 flags)."""
     known = versions(engine)
     if version is None:
         if not known:
@@ -70,6 +115,11 @@ def load(engine: str, version: str | None = None) -> FlagTable | None:
         version = known[-1]
     if version not in known:
         return None
+    return _read(engine, version)
+
+
+@cache
+def _read(engine: str, version: str) -> FlagTable:
     path = resources.files(FLAGS_PACKAGE).joinpath(FLAGS_FOLDER, f"{engine}-{version}.json")
     data = json.loads(path.read_text(encoding="utf-8"))
     flags = tuple(

@@ -26,12 +26,15 @@ class SGLang:
     default_port = 30000
     launcher_flags: tuple[str, ...] = (
         "--model-path", "--nnodes", "--node-rank", "--dist-init-addr", "--host", "--port",
+        "--tp-size",
+        "--model", "--nccl-init-addr", "--tensor-parallel-size",  # SGLang 0.5.23's aliases
     )
 
     def rank_flags(self, launch: Launch) -> list[str]:
         return ["--model-path", launch.model, "--nnodes", str(launch.nnodes), "--node-rank",
                 str(launch.rank), "--dist-init-addr", f"{launch.head_addr}:{launch.dist_port}",
-                "--host", launch.bind_host, "--port", str(launch.port)]
+                "--host", launch.bind_host, "--port", str(launch.port),
+                "--tp-size", str(launch.tp_size)]
 
     def request_line(self, text: str) -> bool:
         return _REQUESTS(text)

@@ -31,11 +31,13 @@ class VLLM:
     default_port = 8000
     launcher_flags: tuple[str, ...] = (
         "--model", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless",
-        "--host", "--port",
+        "--host", "--port", "--tensor-parallel-size",
+        "-n", "-r", "-tp",  # vLLM 0.33.0's aliases
     )
 
     def rank_flags(self, launch: Launch) -> list[str]:
-        flags = ["--model", launch.model, "--host", launch.bind_host, "--port", str(launch.port)]
+        flags = ["--model", launch.model, "--host", launch.bind_host, "--port", str(launch.port),
+                 "--tensor-parallel-size", str(launch.tp_size)]
         if launch.distributed_backend == "mp" and launch.nnodes > 1:
             flags += ["--nnodes", str(launch.nnodes), "--node-rank", str(launch.rank),
                       "--master-addr", launch.head_addr, "--master-port", str(launch.dist_port)]
