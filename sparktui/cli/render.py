@@ -275,7 +275,7 @@ def checks_json(checks: BootChecks) -> list[dict[str, object]]:
     ranks where it failed and, per rank, its state and the line that decided it."""
     out: list[dict[str, object]] = []
     for check in checks.checks:
-        per_rank = []
+        per_rank: list[dict[str, object]] = []
         for (cid, rank), st in sorted(checks.status.items()):
             if cid == check.id:
                 per_rank.append({"rank": rank, "state": st.state,

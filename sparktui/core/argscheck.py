@@ -227,8 +227,8 @@ def same(given: object, reported: object) -> bool:
     if isinstance(reported, EnumValue):
         return same(given, reported.value) or (
             isinstance(given, str) and reported.name.rsplit(".", 1)[-1].lower() == given.lower())
-    if isinstance(reported, Raw):
-        return isinstance(given, str) and given == reported.text
+    if isinstance(reported, Raw):  # a dotted name reads as its last part: torch.bfloat16
+        return isinstance(given, str) and given in (reported.text, reported.text.rsplit(".", 1)[-1])
     if isinstance(given, bool) or isinstance(reported, bool):
         return given is reported or (isinstance(given, str) and given.lower() == str(reported).lower())
     if isinstance(given, (int, float)) and isinstance(reported, (int, float)):

@@ -17,6 +17,10 @@ class ReprError(ValueError):
     """Why a repr could not be read (a sentence with the offset)."""
 
 
+class _Limit(ReprError):
+    """Past a limit, or at the end of the text: no value is kept raw after it."""
+
+
 @dataclass(frozen=True)
 class Call:
     """``Name(arg, key=value)``: a dataclass's or a class's repr."""
@@ -59,11 +63,15 @@ class _Reader:
 
     def fail(self, why: str) -> ReprError:
         if self.i >= len(self.s):
-            return ReprError(f"cut off after {len(self.s)} characters ({why})")
+            return _Limit(f"cut off after {len(self.s)} characters ({why})")
         return ReprError(f"{why} at character {self.i}")
 
     def peek(self) -> str:
         return self.s[self.i] if self.i < len(self.s) else ""
+
+    def at(self, chars: str) -> bool:
+        """Whether the next character is one of ``chars`` (never at the end)."""
+        return self.i < len(self.s) and self.s[self.i] in chars
 
     def space(self) -> None:
         while self.i < len(self.s) and self.s[self.i] in " \t":
@@ -77,7 +85,7 @@ class _Reader:
 
     def value(self, depth: int) -> object:
         if depth > MAX_DEPTH:
-            raise self.fail(f"nested deeper than {MAX_DEPTH}")
+            raise _Limit(f"nested deeper than {MAX_DEPTH} at character {self.i}")
         self.space()
         ch = self.peek()
         if not ch:
@@ -156,7 +164,7 @@ class _Reader:
     def number(self) -> object:
         start = self.i
         s = self.s
-        if self.peek() in "+-":
+        if self.at("+-"):
             self.i += 1
             if s.startswith("inf", self.i) or s.startswith("nan", self.i):
                 self.i += 3
@@ -243,7 +251,7 @@ class _Reader:
         while self.i < len(self.s) and (_is_name(self.s[self.i]) or self.s[self.i] == "."):
             self.i += 1
         word = self.s[start:self.i]
-        if self.peek() in "'\"" and word.lower() in ("r", "u", "b", "br", "rb", "f", "rf", "fr"):
+        if self.at("'\"") and word.lower() in ("r", "u", "b", "br", "rb", "f", "rf", "fr"):
             return self.string(word)
         if self.peek() == "(":
             return self.call(word, depth)
@@ -277,12 +285,16 @@ class _Reader:
         """A value; what cannot be read is kept raw up to the next ``,`` or bracket."""
         start = self.i
         try:
-            return self.value(depth)
+            value = self.value(depth)
+            self.space()
+            if self.at(",)"):
+                return value
+        except _Limit:
+            raise
         except ReprError:
-            if self.i >= len(self.s):
-                raise
-            self.i = start
-            return self.raw()
+            pass
+        self.i = start
+        return self.raw()
 
     def raw(self) -> Raw:
         """Text up to the ``,`` or closing bracket that ends this value, brackets and quotes
