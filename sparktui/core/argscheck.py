@@ -84,13 +84,15 @@ class ArgsReport:
         return text
 
     def short(self) -> str:
-        """The summary in a panel's cell: ``30/31 · max_running_requests 16→13``."""
+        """The summary in a panel's cell: ``31/31 took effect``, ``30/31 · max_running_requests 16→13``."""
         if not self.reported:
             return "not reported"
         took = sum(f.verdict == "took effect" for f in self.flags)
         off = [f"{f.field} {f.given}→{f.reported}" if f.verdict == "differs" else f"{f.flag}?"
                for f in self.flags if f.verdict != "took effect"]
-        return f"{took}/{len(self.flags)} took effect" + (" · " + ", ".join(off) if off else "")
+        if not off:
+            return f"{took}/{len(self.flags)} took effect"
+        return f"{took}/{len(self.flags)} · " + ", ".join(off)  # the panel's column is 48 wide
 
     def to_json(self) -> dict[str, Any]:
         return {"reported": self.reported, "reason": self.reason or None,
