@@ -31,6 +31,10 @@ MASKS = frozenset({MASK, "***", "<redacted>", "**********"})
 """How a masked value reads in a dump: sparktui's redactor, vLLM's ``redact_sensitive_args``,
 SGLang's watermark redaction."""
 
+CONTINUED = "\u21aa "
+"""How the log pump starts each piece of a line it cut at 32 KiB but the first
+(``agents/local_shim.CONTINUED``): a dump longer than that arrives in pieces."""
+
 _SHOWN = 60  # a value longer than this is cut in a verdict (a json override can be KBs)
 
 
@@ -66,6 +70,11 @@ class ArgsReport:
     @property
     def reported(self) -> bool:
         return not self.reason
+
+    @property
+    def cut_off(self) -> bool:
+        """The dump ended before its value did: a long line's first piece."""
+        return "cut off after" in self.reason
 
     @property
     def passed(self) -> bool:

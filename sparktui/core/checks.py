@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sparktui.core.argscheck import ArgsJudge, ArgsReport, not_reported
+from sparktui.core.argscheck import CONTINUED, ArgsJudge, ArgsReport, not_reported
 from sparktui.core.engines import engine
 from sparktui.core.linear import Regex
 from sparktui.core.patterns import compile_pattern
@@ -103,6 +103,8 @@ class BootChecks:
     judges: dict[int, ArgsJudge] = field(default_factory=dict)  # args checks, per rank
     args_warn: bool = False  # [boot] args = "warn": differences are reported, never fail
     versions: dict[int, str] = field(default_factory=dict)  # the engine version a rank printed
+    # a dump cut into pieces by the log pump (lines over 32 KiB): its text so far, per rank
+    partial: dict[int, str] = field(default_factory=dict)
 
     @classmethod
     def for_plan(cls, plan: Plan, request_line: Callable[[str], bool]) -> BootChecks:
@@ -123,22 +125,33 @@ class BootChecks:
         for line in boot.must_not_show:
             bc.add("must_not_show", line, "all")
         for rank, judge in sorted(bc.judges.items()):
-            bc.add("args", "re:" + judge.pattern, [rank])
+            bc.add("args", f"re:{judge.pattern}|^{CONTINUED}", [rank])
         return bc
 
     def _args_open(self, st: CheckStatus) -> bool:
-        """Undecided, or failed as not reported at the boot's end (a late dump decides it)."""
-        return st.report is None or st.report.reason.startswith("no dump")
+        """Undecided (a cut dump waits for its pieces), or failed as not reported at the boot's
+        end (a late dump decides it)."""
+        return st.state == "pending" or st.report is None or st.report.reason.startswith("no dump")
 
     def _args_line(self, rank: int, st: CheckStatus, line_no: int, text: str) -> CheckState | None:
         judge = self.judges.get(rank)
         if judge is None:
             return None
-        version = judge.version(text)
-        if version is not None:
-            self.versions[rank] = version
+        if text.startswith(CONTINUED):  # the next piece of a long dump, or of any long line
+            if rank not in self.partial:
+                return None
+            text = self.partial.pop(rank) + text[len(CONTINUED):]
+        else:
+            self.partial.pop(rank, None)
+            version = judge.version(text)
+            if version is not None:
+                self.versions[rank] = version
         report = judge.judge(text, self.versions.get(rank))
         if report is None:
+            return None
+        if report.cut_off:  # pending until its next piece; the boot's end keeps this reason
+            self.partial[rank] = text
+            st.report = report
             return None
         st.report = report
         st.match = Match(rank, line_no, report.summary())
@@ -211,7 +224,9 @@ class BootChecks:
             if st is None or st.state != "pending":
                 continue
             if check.kind == "args":
-                st.report = not_reported(self.versions.get(rank))
+                if st.report is None or not st.report.cut_off:
+                    st.report = not_reported(self.versions.get(rank))
+                self.partial.pop(rank, None)
                 st.match = None
                 st.state = "passed" if self.args_warn else "failed"
             else:
@@ -223,6 +238,7 @@ class BootChecks:
         """A restarted rank boots again: its checks start over."""
         self.finished.discard(rank)
         self.versions.pop(rank, None)
+        self.partial.pop(rank, None)
         for (_cid, r), st in self.status.items():
             if r == rank:
                 st.state, st.match, st.report = "pending", None, None
@@ -280,7 +296,7 @@ class BootChecks:
                           {key: CheckStatus(st.state, st.match, st.report)
                            for key, st in self.status.items()},
                           set(self.finished), self.request_line, dict(self.judges),
-                          self.args_warn, dict(self.versions))
+                          self.args_warn, dict(self.versions), dict(self.partial))
 
     def report(self, rank: int) -> ArgsReport | None:
         """The rank's flag verdicts, once its dump arrived or its boot ended."""

@@ -258,3 +258,22 @@ def test_any_text_after_the_marker_never_raises(text: str) -> None:
 
 def test_fixture_is_what_the_readme_says() -> None:
     assert 16_000 < len(SGLANG) < 17_500 and re.match(r"server_args=ServerArgs\(", SGLANG)
+
+
+def test_a_dump_cut_into_pieces_by_the_log_pump_is_read_whole() -> None:
+    """Lines over the pump's cap arrive as pieces (``↪ `` before each but the first): the
+    args check joins them; a first piece whose rest never comes fails with the cut as reason."""
+    from sparktui.agents.local_shim import LineCutter
+
+    plan = seed_plan()
+    pieces = LineCutter(4096).feed((SGLANG_PREFIX + SGLANG + "\n").encode())
+    assert len(pieces) > 3
+    bc = BootChecks.for_plan(plan, engine(plan.engine).request_line)
+    updates = bc.feed(1, list(enumerate(pieces, 1)))
+    assert [u.state for u in updates] == ["passed"], bc.report(1)
+    report = bc.report(1)
+    assert report is not None and report.passed and report.flags
+    assert bc.feed(3, [(1, pieces[0].replace("node_rank=1,", "node_rank=3,"))]) == []
+    (end,) = [u for u in bc.finish(3) if u.check.kind == "args"]
+    cut = bc.report(3)
+    assert end.state == "failed" and cut is not None and "cut off after" in cut.reason
