@@ -9,6 +9,7 @@ verdict per rank; the unmodified seed exits 0 with every flag taken.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,8 @@ from tests.staging.ckpt import make_checkpoint
 pytestmark = pytest.mark.realparts
 
 SLUG = "seed-args"  # its own containers: test_seed_checks' seed may be up meanwhile
+# its own ports too: another test's group may hold 30000 and the cluster's rendezvous port
+PORT, DIST_PORT = 30400, 25400
 CLAMP = 'SPARKTUI_DEMO_CLAMP = "max_running_requests=13@2"\n'
 UNKNOWN = "--enable-foo"
 
@@ -36,6 +39,8 @@ def write_seed(folder: Path, *, clamped: bool) -> Path:
     text = path.read_text()
     extra = next(line for line in text.splitlines(keepends=True) if "a feature no image arms" in line)
     text = text.replace(extra, "", 1)
+    assert text.count("\nport = 30000\n") == 1
+    text = text.replace("\nport = 30000\n", f"\nport = {PORT}\n", 1)
     if clamped:
         for old, new in (("[env]\n", "[env]\n" + CLAMP),
                          ('"--watchdog-timeout", "1800",', f'"--watchdog-timeout", "1800", "{UNKNOWN}",')):
@@ -58,7 +63,11 @@ def folder(testbed: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def cli(testbed: Any, folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cli]:
     write_seed(folder, clamped=True)
-    run = sparktui_cli(testbed.cluster_file, state_env(tmp_path_factory.mktemp("state")), folder)
+    cluster = tmp_path_factory.mktemp("cluster") / "cluster.toml"
+    text = Path(testbed.cluster_file).read_text()
+    assert text.count("dist_init_port = ") == 1
+    cluster.write_text(re.sub(r"dist_init_port = \d+", f"dist_init_port = {DIST_PORT}", text))
+    run = sparktui_cli(str(cluster), state_env(tmp_path_factory.mktemp("state")), folder)
     yield run
     run("down")
 
@@ -77,11 +86,14 @@ def test_a_clamped_and_an_unknown_flag_exit_3_named_with_ranks_and_values(cli: C
     up = cli("up", "--wait")
     assert up.returncode == 3, up.stdout + up.stderr
     err = " ".join(up.stderr.split())
-    assert ("check failed: args on rank 2: args 28/30 took effect, 1 differs: "
-            "max_running_requests 16 -> 13, 1 unknown: --enable-foo") in err or (
-        "1 differs: max_running_requests 16 -> 13, 1 unknown: --enable-foo" in err), err
+    flags = re.search(r"args on rank 0: args \d+/(\d+) took effect", err)
+    assert flags, err
+    n = int(flags[1])  # the seed's flags, the launcher's and --enable-foo (30; 31 with --tp-size)
+    assert (f"check failed: args on rank 2: args {n - 2}/{n} took effect, 1 differs: "
+            "max_running_requests 16 -> 13, 1 unknown: --enable-foo") in err, err
     for rank in (0, 1, 3):
-        assert f"check failed: args on rank {rank}: " in err and "1 unknown: --enable-foo" in err
+        assert (f"check failed: args on rank {rank}: args {n - 1}/{n} took effect, "
+                "1 unknown: --enable-foo") in err, err
     assert err.count("check failed: args on rank") == 4, err
 
     status = json.loads(cli("status", "--json").stdout)
