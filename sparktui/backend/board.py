@@ -56,7 +56,7 @@ class Board:
         self.plan = plan
         self.emit = emit
         self.ranks = [RankInfo(r.rank, nodes[r.rank]) for r in plan.ranks]
-        self.checks = BootChecks.from_plan(plan.boot, plan.world, engine(plan.engine).request_line)
+        self.checks = BootChecks.for_plan(plan, engine(plan.engine).request_line)
         self.run: Run | None = None
         self.boot_started: float | None = None  # time.monotonic() of the last launch or restart
         self.changed = asyncio.Event()  # set on a failure or when every rank settled: wakes wait()
@@ -69,8 +69,7 @@ class Board:
         self.redactor = plan.redactor()  # a notice or detail may quote a secret (an engine error)
 
     def new_checks(self) -> None:
-        self.checks = BootChecks.from_plan(self.plan.boot, self.plan.world,
-                                           engine(self.plan.engine).request_line)
+        self.checks = BootChecks.for_plan(self.plan, engine(self.plan.engine).request_line)
 
     # -- announcing ------------------------------------------------------------------------
     def notice(self, level: Literal["info", "warning", "error"], text: str) -> None:
@@ -83,6 +82,11 @@ class Board:
         self.emit(RankChanged(info.snapshot()))
 
     def checks_changed(self, updates: list[CheckUpdate]) -> None:
+        for u in updates:  # a rank's flag verdicts, for the record (attach recomputes them)
+            report = self.checks.report(u.rank) if u.check.kind == "args" else None
+            if report is not None and self.run is not None:
+                self.run.event("args", rank=u.rank, state=u.state, summary=report.summary(),
+                               **report.to_json())
         if updates:
             self.emit(ChecksChanged(updates, self.checks.snapshot()))
 

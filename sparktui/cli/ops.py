@@ -274,6 +274,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                 out.print(plain(("not yours", "yellow"), f": {phrase}; --adopt takes them over"))
             if orch.run is not None:
                 out.print(plain(f"boot checks: {render.checks_count(orch.checks)}"))
+                for line in render.args_lines(orch.checks):
+                    out.print(line)
                 for line in render.check_failures(orch.checks):
                     out.print(line)
             for line in render.node_lines(nodes):

@@ -250,6 +250,12 @@ def check_failures(checks: BootChecks) -> list[Text]:
     lines = []
     for check in checks.failed_checks():
         ranks = failed_on(checks, check)
+        if check.kind == "args":
+            for rank in ranks:
+                report = checks.report(rank)
+                lines.append(plain(("check failed", "bold red"), f": args on rank {rank}: ",
+                                   report.summary() if report else "args not reported"))
+            continue
         text = plain(("check failed", "bold red"),
                      f": {check.kind} (ranks {ranks_text(check.ranks)}): ", (check.pattern, "bold"))
         if check.kind == "must_not_show":
@@ -269,16 +275,30 @@ def checks_json(checks: BootChecks) -> list[dict[str, object]]:
     ranks where it failed and, per rank, its state and the line that decided it."""
     out: list[dict[str, object]] = []
     for check in checks.checks:
-        per_rank = []
+        per_rank: list[dict[str, object]] = []
         for (cid, rank), st in sorted(checks.status.items()):
             if cid == check.id:
                 per_rank.append({"rank": rank, "state": st.state,
                                  "line": st.match.line_no if st.match else None,
                                  "text": st.match.text if st.match else None})
+                if check.kind == "args":
+                    per_rank[-1]["args"] = st.report.to_json() if st.report else None
         out.append({"id": check.id, "kind": check.kind, "pattern": check.pattern,
                     "ranks": check.ranks, "added": check.added, "state": checks.overall(check),
                     "failed_on": failed_on(checks, check), "per_rank": per_rank})
     return out
+
+
+def args_lines(checks: BootChecks) -> list[Text]:
+    """``rank 2 args 30/31 took effect, 1 differs: max_running_requests 16 -> 13`` per rank
+    whose dump arrived or whose boot ended (the engine's version when it printed one)."""
+    lines = []
+    for rank in range(checks.world):
+        report = checks.report(rank)
+        if report is not None:
+            version = f" ({report.version})" if report.version else ""
+            lines.append(plain(f"rank {rank} ", report.summary(), version))
+    return lines
 
 
 def node_lines(nodes: Sequence[NodeTelemetry]) -> list[Text]:

@@ -5,6 +5,11 @@ must-not-show line appears (failed), or the boot ends without the line (failed).
 arrives after the boot ended still passes its check: the log is the truth. The engine's lines
 about the requests it serves (``Engine.request_line``: access log, request log) hold the
 client's text and are never evidence: no check, fatal line or ready line matches them.
+
+An ``args`` check (one per rank, ``core/argscheck``) is decided by the rank's dump of its
+arguments: passed when every flag took effect (or ``[boot] args = "warn"``), failed when one
+differs or is unknown, with the verdicts as its match's text; at the boot's end without a dump
+it fails as "not reported" (passes under "warn"), and a dump that comes later still decides it.
 """
 
 from __future__ import annotations
@@ -14,11 +19,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from sparktui.core.argscheck import CONTINUED, ArgsJudge, ArgsReport, not_reported
+from sparktui.core.engines import engine
 from sparktui.core.linear import Regex
 from sparktui.core.patterns import compile_pattern
-from sparktui.core.plan import BootPlan
+from sparktui.core.plan import BootPlan, Plan
 
-CheckKind = Literal["ready", "must_show", "must_not_show"]
+CheckKind = Literal["ready", "must_show", "must_not_show", "args"]
 CheckState = Literal["pending", "passed", "failed"]
 
 
@@ -63,6 +70,7 @@ class CheckStatus:
 
     state: CheckState = "pending"
     match: Match | None = None
+    report: ArgsReport | None = None  # an args check's verdicts per flag
 
 
 @dataclass(frozen=True)
@@ -92,17 +100,62 @@ class BootChecks:
     finished: set[int] = field(default_factory=set)
     # Whether a line is about a request the engine served (``Engine.request_line``): skipped.
     request_line: Callable[[str], bool] = _no_requests
+    judges: dict[int, ArgsJudge] = field(default_factory=dict)  # args checks, per rank
+    args_warn: bool = False  # [boot] args = "warn": differences are reported, never fail
+    versions: dict[int, str] = field(default_factory=dict)  # the engine version a rank printed
+    # a dump cut into pieces by the log pump (lines over 32 KiB): its text so far, per rank
+    partial: dict[int, str] = field(default_factory=dict)
 
     @classmethod
-    def from_plan(cls, boot: BootPlan, world: int,
-                  request_line: Callable[[str], bool]) -> BootChecks:
-        bc = cls(world, request_line=request_line)
+    def for_plan(cls, plan: Plan, request_line: Callable[[str], bool]) -> BootChecks:
+        """The plan's checks, with an args check per rank unless ``[boot] args = "ignore"``."""
+        dump = engine(plan.engine).args_dump
+        judges = {} if plan.boot.args == "ignore" else {
+            r.rank: args_judge(plan, r.rank) for r in plan.ranks if dump.every_rank or r.serves_http}
+        return cls.from_plan(plan.boot, plan.world, request_line, judges)
+
+    @classmethod
+    def from_plan(cls, boot: BootPlan, world: int, request_line: Callable[[str], bool],
+                  judges: dict[int, ArgsJudge] | None = None) -> BootChecks:
+        bc = cls(world, request_line=request_line, judges=dict(judges or {}),
+                 args_warn=boot.args == "warn")
         bc.add("ready", boot.ready, list(boot.ready_ranks))
         for c in boot.must_show:
             bc.add("must_show", c.pattern, c.ranks)
         for line in boot.must_not_show:
             bc.add("must_not_show", line, "all")
+        for rank, judge in sorted(bc.judges.items()):
+            bc.add("args", f"re:{judge.pattern}|^{CONTINUED}", [rank])
         return bc
+
+    def _args_open(self, st: CheckStatus) -> bool:
+        """Undecided (a cut dump waits for its pieces), or failed as not reported at the boot's
+        end (a late dump decides it)."""
+        return st.state == "pending" or st.report is None or st.report.reason.startswith("no dump")
+
+    def _args_line(self, rank: int, st: CheckStatus, line_no: int, text: str) -> CheckState | None:
+        judge = self.judges.get(rank)
+        if judge is None:
+            return None
+        if text.startswith(CONTINUED):  # the next piece of a long dump, or of any long line
+            if rank not in self.partial:
+                return None
+            text = self.partial.pop(rank) + text[len(CONTINUED):]
+        else:
+            self.partial.pop(rank, None)
+            version = judge.version(text)
+            if version is not None:
+                self.versions[rank] = version
+        report = judge.judge(text, self.versions.get(rank))
+        if report is None:
+            return None
+        if report.cut_off:  # pending until its next piece; the boot's end keeps this reason
+            self.partial[rank] = text
+            st.report = report
+            return None
+        st.report = report
+        st.match = Match(rank, line_no, report.summary())
+        return "passed" if report.passed or self.args_warn else "failed"
 
     def add(self, kind: CheckKind, pattern: str, ranks: str | list[int], added: bool = False) -> Check:
         """Add a check; raises ValueError with a sentence on a bad pattern."""
@@ -119,6 +172,8 @@ class BootChecks:
         """Evaluate ``(line_no, text)`` lines of ``rank``; returns the checks whose state changed."""
         def open_(c: Check) -> bool:
             st = self.status.get((c.id, rank))
+            if st is not None and c.kind == "args":
+                return self._args_open(st)
             return st is not None and st.state != _decided(c)
 
         watching = [c for c in ([only] if only else self.checks) if open_(c)]
@@ -139,6 +194,16 @@ class BootChecks:
         for line_no, text in lines:
             request: bool | None = None  # asked once a check matches the line (few lines do)
             for check, st, state in open_checks:
+                if check.kind == "args":
+                    if not self._args_open(st) or not check.regex.search(text):
+                        continue
+                    if request is None:
+                        request = self.request_line(text)
+                    decided = None if request else self._args_line(rank, st, line_no, text)
+                    if decided is not None:
+                        st.state = decided
+                        updates.append(CheckUpdate(check, rank, decided, st.match))
+                    continue
                 if st.state == state or not check.regex.search(text):
                     continue
                 if request is None:
@@ -158,16 +223,25 @@ class BootChecks:
             st = self.status.get((check.id, rank))
             if st is None or st.state != "pending":
                 continue
-            st.state = "passed" if check.kind == "must_not_show" else "failed"
+            if check.kind == "args":
+                if st.report is None or not st.report.cut_off:
+                    st.report = not_reported(self.versions.get(rank))
+                self.partial.pop(rank, None)
+                st.match = None
+                st.state = "passed" if self.args_warn else "failed"
+            else:
+                st.state = "passed" if check.kind == "must_not_show" else "failed"
             updates.append(CheckUpdate(check, rank, st.state, None))
         return updates
 
     def reset(self, rank: int) -> None:
         """A restarted rank boots again: its checks start over."""
         self.finished.discard(rank)
+        self.versions.pop(rank, None)
+        self.partial.pop(rank, None)
         for (_cid, r), st in self.status.items():
             if r == rank:
-                st.state, st.match = "pending", None
+                st.state, st.match, st.report = "pending", None, None
 
     def overall(self, check: Check) -> CheckState:
         """``any``: one rank suffices; ``all`` and lists: every listed rank."""
@@ -219,5 +293,24 @@ class BootChecks:
         """A copy that later lines do not change, for an event to carry (the checks themselves
         are frozen and shared)."""
         return BootChecks(self.world, list(self.checks),
-                          {key: CheckStatus(st.state, st.match) for key, st in self.status.items()},
-                          set(self.finished), self.request_line)
+                          {key: CheckStatus(st.state, st.match, st.report)
+                           for key, st in self.status.items()},
+                          set(self.finished), self.request_line, dict(self.judges),
+                          self.args_warn, dict(self.versions), dict(self.partial))
+
+    def report(self, rank: int) -> ArgsReport | None:
+        """The rank's flag verdicts, once its dump arrived or its boot ended."""
+        for check in self.checks:
+            if check.kind == "args" and check.applies_to(rank):
+                st = self.status.get((check.id, rank))
+                return st.report if st is not None else None
+        return None
+
+
+def args_judge(plan: Plan, rank: int) -> ArgsJudge:
+    """Rank ``rank``'s args check: its container's command (the recipe's args and the
+    launcher's rank flags), with the positions of its secret values."""
+    c = plan.ranks[rank].container
+    return ArgsJudge(plan.engine, tuple(c.command),
+                     frozenset(c.secrets.arg_positions(c.command)),
+                     frozenset(plan.boot.args_expected))

@@ -180,15 +180,23 @@ class BootPlan:
     timeout_s: float
     must_show: list[CheckPlan]
     must_not_show: list[str]
+    args: str = "check"  # [boot] args: "check", "warn" or "ignore"
+    args_expected: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "ready": self.ready,
             "ready_ranks": self.ready_ranks,
             "timeout_s": self.timeout_s,
             "must_show": [asdict(c) for c in self.must_show],
             "must_not_show": self.must_not_show,
         }
+        # written when set, so the hash of a plan that leaves them alone stays what it was
+        if self.args != "check":
+            out["args"] = self.args
+        if self.args_expected:
+            out["args_expected"] = self.args_expected
+        return out
 
 
 @dataclass(frozen=True)
@@ -345,6 +353,8 @@ def _boot(recipe: Recipe) -> BootPlan:
         timeout_s=boot.timeout_s,
         must_show=must_show,
         must_not_show=fatal,
+        args=boot.args,
+        args_expected=list(boot.args_expected),
     )
 
 

@@ -155,6 +155,13 @@ class Boot(StrictModel):
     must_not_show: list[Pattern] = Field(default_factory=list)
     engine_fatal: bool = Field(default=True,
                                description="Also fail on the engine's well-known fatal lines")
+    args: Literal["check", "warn", "ignore"] = Field(
+        default="check", description='Whether every flag took effect (the engine\'s dump of its '
+        'arguments): "check" fails the boot check on a flag that differs or is unknown, "warn" '
+        'reports it and passes, "ignore" reads no dump')
+    args_expected: list[str] = Field(
+        default_factory=list, description='Flags (or fields) known to differ or be unknown, e.g. '
+        '"--max-running-requests": reported, never failing')
 
     @property
     def timeout_s(self) -> float:

@@ -59,6 +59,12 @@ Demo switches (a flag wins over its environment variable; the variables let a re
   the workers and a worker tries to reach rank 0 (default 120).
 * ``--demo-engine sglang|vllm`` / ``SPARKTUI_DEMO_ENGINE``: the engine to imitate (default: from
   the flags).
+* ``SPARKTUI_DEMO_CLAMP="field=value[@rank],..."``: the dump of the arguments prints the field with
+  that value (on that rank only), as an engine that clamps a flag (``max_running_requests=13@2``);
+  ``SPARKTUI_DEMO_DROP="field[@rank],..."`` leaves the field out, as one that never heard of it.
+
+The dump is built from ``fields.json`` next to this file (the shipped SGLang and vLLM flag tables:
+every field with its default, the command line's flags applied); without it, a short one.
 
 Exit codes:
 
@@ -158,6 +164,7 @@ class Config(NamedTuple):
     ignored: tuple[str, ...]
     engine: str = "sglang"  # "sglang" or "vllm": which engine's flags, log and HTTP it imitates
     headless: bool = False  # vLLM --headless: a worker that opens no port
+    argv: tuple[str, ...] = ()  # the whole command line, for the dump of the arguments
 
 
 _ENV = {
@@ -186,6 +193,9 @@ Each demo switch can also come from the environment (a flag wins):
   SPARKTUI_DEMO_BOOT_SECONDS, SPARKTUI_DEMO_FAIL_RANK, SPARKTUI_DEMO_FAIL_AFTER,
   SPARKTUI_DEMO_STALL=1, SPARKTUI_DEMO_FLOOD, SPARKTUI_DEMO_TICK, SPARKTUI_DEMO_RENDEZVOUS_TIMEOUT,
   SPARKTUI_DEMO_ENGINE
+The dump of the arguments (SGLang's server_args=ServerArgs(...), vLLM's non-default args) can
+show flags that did not take effect: SPARKTUI_DEMO_CLAMP="field=value[@rank],..." prints the
+field with that value (on that rank only), SPARKTUI_DEMO_DROP="field[@rank],..." leaves it out.
 
 exit codes: 0 stopped by SIGTERM/SIGINT, 1 internal error, 2 bad arguments / port in use /
 rendezvous failed, 3 simulated failure (--demo-fail-rank), 4 the TP group fell apart (a peer died)
@@ -355,7 +365,149 @@ def parse_config(argv: Sequence[str] | None = None, env: dict[str, str] | None =
         ignored=tuple(extra),
         engine=mode,
         headless=headless,
+        argv=tuple(sys.argv[1:] if argv is None else argv),
     )
+
+
+FIELDS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fields.json")
+
+
+def _flag_value(kind: str, nullable: bool, text: str) -> Any:
+    """The value the engine's parser makes of a flag's text (the text when it would refuse it)."""
+    if nullable and text == "None":
+        return None
+    try:
+        if kind == "int":
+            return int(text)
+        if kind == "float":
+            return float(text)
+        if kind == "json":
+            return json.loads(text)
+    except ValueError:
+        pass
+    return text
+
+
+def _is_flag_token(token: str) -> bool:
+    if not token.startswith("-"):
+        return False
+    try:
+        float(token)
+    except ValueError:
+        return True
+    return False
+
+
+def engine_fields(engine: str, argv: Sequence[str]) -> tuple[str, dict[str, Any]] | None:
+    """``(table version, {field: value})``: every field of the engine's table at its default,
+    with the flags of ``argv`` applied as its parser would; None without ``fields.json``."""
+    try:
+        with open(FIELDS_FILE, encoding="utf-8") as f:
+            table = json.load(f)[engine]
+    except (OSError, ValueError, KeyError):
+        return None
+    values: dict[str, Any] = {}
+    options: dict[str, list[Any]] = {}
+    for flag in table["flags"]:
+        opts, dest, _kind, _nargs, _neg, _null, default = flag
+        values.setdefault(dest, default)
+        for o in opts:
+            options[o] = flag
+    i = 0
+    while i < len(argv):
+        name, eq, inline = argv[i].partition("=")
+        flag = options.get(name)
+        i += 1
+        if flag is None:
+            continue
+        _opts, dest, kind, nargs, negatable, nullable, _default = flag
+        if nargs == 0:
+            values[dest] = not (negatable and name.startswith("--no-") and not dest.startswith("no_"))
+            continue
+        texts = [inline] if eq else []
+        while not eq and i < len(argv) and not _is_flag_token(argv[i]):
+            texts.append(argv[i])
+            i += 1
+            if nargs not in ("+", "*"):
+                break
+        items = [_flag_value(kind, nullable, t) for t in texts]
+        values[dest] = items if nargs in ("+", "*") else (items[0] if items else None)
+    return table["version"], values
+
+
+def dump_changes(rank: int, env: dict[str, str] | None = None) -> tuple[dict[str, Any], set[str]]:
+    """``SPARKTUI_DEMO_CLAMP`` and ``SPARKTUI_DEMO_DROP`` for this rank: fields to print with
+    another value, fields to leave out."""
+    environ = os.environ if env is None else env
+    clamp: dict[str, Any] = {}
+    drop: set[str] = set()
+    for key, into in (("SPARKTUI_DEMO_CLAMP", clamp), ("SPARKTUI_DEMO_DROP", drop)):
+        for item in environ.get(key, "").split(","):
+            item, _at, where = item.strip().partition("@")
+            if not item or (where and where.strip() != str(rank)):
+                continue
+            if isinstance(into, dict):
+                field, _eq, text = item.partition("=")
+                into[field.strip()] = _flag_value("json", True, text.strip())
+            else:
+                into.add(item)
+    return clamp, drop
+
+
+def _py(value: Any) -> str:
+    """A field as Python's repr prints it; a default the table keeps as ``{"repr": ...}``
+    (an enum, a path) as it was printed."""
+    if isinstance(value, dict) and set(value) == {"repr"}:
+        return str(value["repr"])
+    return repr(value)
+
+
+def _demo_switches(cfg: Config) -> dict[str, Any]:
+    return {"demo_boot_seconds": cfg.boot_seconds, "demo_fail_rank": cfg.fail_rank,
+            "demo_fail_after": cfg.fail_after, "demo_stall": cfg.stall, "demo_flood": cfg.flood,
+            "demo_tick": cfg.tick}
+
+
+def sglang_dump(cfg: Config, env: dict[str, str] | None = None) -> str | None:
+    """``server_args=ServerArgs(...)``: every field of SGLang's table, as SGLang logs it."""
+    found = engine_fields("sglang", cfg.argv)
+    if found is None:
+        return None
+    _version, values = found
+    # ServerArgs.__post_init__ fills these from the model path
+    for dest in ("tokenizer_path", "served_model_name"):
+        if values.get(dest) is None:
+            values[dest] = cfg.model_path
+    values.update(_demo_switches(cfg))
+    creds = _credentials(cfg)
+    for k in creds:
+        values.pop(k, None)
+    clamp, drop = dump_changes(cfg.node_rank, env)
+    values.update(clamp)
+    body = ", ".join(f"{k}={_py(v)}" for k, v in values.items() if k not in drop)
+    body += "".join(f", {k}={v!r}" for k, v in creds.items())
+    return f"server_args=ServerArgs({body})"
+
+
+def vllm_dump(cfg: Config, env: dict[str, str] | None = None) -> str | None:
+    """``non-default args: {...}``: the fields of vLLM's table whose value is not the default
+    (``get_non_default_args``), as vLLM logs them."""
+    found = engine_fields("vllm", cfg.argv)
+    if found is None:
+        return None
+    _version, values = found
+    defaults = engine_fields("vllm", ())
+    assert defaults is not None
+    out = {k: v for k, v in values.items() if v != defaults[1].get(k)}
+    out.update({k: v for k, v in _demo_switches(cfg).items() if v not in (None, False, 0.0)})
+    creds = _credentials(cfg)
+    for k in creds:
+        out.pop(k, None)
+    clamp, drop = dump_changes(cfg.node_rank, env)
+    out.update(clamp)
+    out = {k: v for k, v in out.items() if k not in drop}
+    out.update({k: ([v] if k == "api_key" else v) for k, v in creds.items()})
+    return f"non-default args: {out!r}"
 
 
 def _credentials(cfg: Config) -> dict[str, str]:
@@ -891,10 +1043,11 @@ class Engine:
                 "demo_stall": cfg.stall, "demo_flood": cfg.flood, "demo_tick": cfg.tick,
                 **{k: ([v] if k == "api_key" else v) for k, v in _credentials(cfg).items()},
             }
-            lines += [f"vLLM {'API server ' if not cfg.headless else ''}version {VLLM_VERSION}",
-                      f"non-default args: {args!r}"]
+            lines.append(f"vLLM {'API server ' if not cfg.headless else ''}version {VLLM_VERSION}")
+            if not cfg.headless:  # vLLM's API server setup logs them; a headless worker does not
+                lines.append(vllm_dump(cfg) or f"non-default args: {args!r}")
         else:
-            lines.append(
+            lines.append(sglang_dump(cfg) or
                 f"server_args=ServerArgs(model_path={cfg.model_path!r}, tokenizer_path={cfg.model_path!r}, "
                 f"served_model_name={cfg.served_model_name!r}, dtype='bfloat16', tp_size={cfg.nnodes}, "
                 f"nnodes={cfg.nnodes}, node_rank={cfg.node_rank}, dist_init_addr={dist!r}, "

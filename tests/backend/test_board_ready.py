@@ -21,6 +21,7 @@ required_nodes = 4
 tensor_parallel_size = 4
 [boot]
 must_show = [{ pattern = "KV cache ready", ranks = "all" }]
+args = "ignore"  # these boots print no dump of their arguments
 """
 HEAD_READY = "The server is fired up and ready to roll!"
 

@@ -12,6 +12,7 @@ from sparktui.core.cluster import local_cluster
 from sparktui.core.plan import Plan, build_plan
 from sparktui.core.recipe import load_recipe
 from sparktui.core.runstore import Run, RunStore, utc_now
+from sparktui.demo import engine as demo
 from tests.conftest import RECIPES
 
 BOOT = ["DEMO rendezvous ok: world=4 rank={r} peers=3", "Load weight end. type=Demo",
@@ -26,6 +27,14 @@ def plan() -> Plan:
     return build_plan(recipe, local_cluster(4))
 
 
+def dump_line(p: Plan, rank: int, env: dict[str, str] | None = None) -> str:
+    """The rank's dump of its arguments, as the demo engine prints it for its command line."""
+    cfg = demo.parse_config(p.ranks[rank].container.command, env={})
+    text = demo.sglang_dump(cfg, env or {})
+    assert text is not None
+    return f"[2026-12-01 12:00:00 TP{rank}] {text}"
+
+
 def board(p: Plan) -> tuple[Board, LogFollower]:
     b = Board(p, local_cluster(4).nodes, lambda _event: None)
     return b, LogFollower(b, {}, {})
@@ -35,7 +44,8 @@ def say(follower: LogFollower, rank: int, *lines: str) -> None:
     follower.ingest(follower.board.ranks[rank], [(utc_now(), line) for line in lines])
 
 
-def live_boot(tmp_path: Path) -> tuple[Board, LogFollower, Run]:
+def live_boot(tmp_path: Path, dump_env: dict[str, str] | None = None
+              ) -> tuple[Board, LogFollower, Run]:
     """Every rank up and ready (the boot ends), as the follower and the prober see it."""
     b, f = board(plan())
     run = RunStore(tmp_path).create("demo-tp4")
@@ -44,7 +54,8 @@ def live_boot(tmp_path: Path) -> tuple[Board, LogFollower, Run]:
         info.container_id = f"c{info.rank}"
         b.set_state(info, "creating")
         b.set_state(info, "booting")
-        say(f, info.rank, *[line.format(r=info.rank) for line in BOOT])
+        say(f, info.rank, *[line.format(r=info.rank) for line in BOOT],
+            dump_line(b.plan, info.rank, dump_env))
     say(f, 0, *HEAD)
     for info in b.ranks[1:]:
         b.set_health(info, 200)
@@ -130,3 +141,20 @@ async def test_request_lines_are_no_evidence_live_on_reattach_or_for_an_added_ch
     assert all(c["failed"] == 0 and c["pending"] == 0 for c in before.values())
     assert counts(await reattached(run, running=True)) == shown
     assert all(line in (run.dir / "r2.log").read_text() for line in HOSTILE)
+
+
+async def test_a_flag_that_did_not_take_effect_is_replayed_on_reattach(tmp_path: Path) -> None:
+    """Rank 2's engine clamped --max-running-requests: its args check failed live with both
+    values; a new Board replaying the run's files gives every rank the same verdicts, and the
+    run's events record them."""
+    live, _f, run = live_boot(tmp_path, {"SPARKTUI_DEMO_CLAMP": "max_running_requests=13@2"})
+    live.end_checks([0, 1, 2, 3])
+    report = live.checks.report(2)
+    assert report is not None and not report.passed
+    assert "1 differs: max_running_requests 16 -> 13" in report.summary()
+    assert all((r := live.checks.report(k)) is not None and r.passed for k in (0, 1, 3))
+    again = await reattached(run, running=True)
+    assert [again.checks.report(r) for r in range(4)] == [live.checks.report(r) for r in range(4)]
+    assert counts(again) == counts(live)
+    recorded = [e for e in run.events() if e["kind"] == "args"]
+    assert {e["rank"]: e["state"] for e in recorded} == {0: "passed", 1: "passed", 2: "failed", 3: "passed"}

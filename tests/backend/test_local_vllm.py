@@ -33,7 +33,7 @@ def refused(port: int) -> bool:
 def test_demo_vllm_tp4_reaches_ready_on_local_cluster(cli: Cli) -> None:
     up = cli("up", RECIPE, "--wait")
     assert up.returncode == 0, up.stderr
-    assert "ready: 4 ranks, 11/11 checks passed" in up.stdout
+    assert "ready: 4 ranks, 12/12 checks passed" in up.stdout  # 11 and rank 0's args
     status = json.loads(cli("status", RECIPE, "--json").stdout)
     assert [r["state"] for r in status["ranks"]] == ["ready"] * 4
     assert status["ranks"][0]["health"] == 200

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from sparktui.core.engines.dumps import ArgsDump
+
 FATAL_LINES: tuple[str, ...] = (
     "Traceback (most recent call last):",
     "Watchdog caught collective operation timeout",
@@ -67,6 +69,7 @@ class Engine(Protocol):
     ready_line: str  # the default ready line, printed by rank 0
     default_port: int
     launcher_flags: tuple[str, ...]  # flags the launcher owns; a recipe setting one is an error
+    args_dump: ArgsDump  # the line where it prints the arguments it runs with
 
     def rank_flags(self, launch: Launch) -> list[str]:
         """The flags appended to the recipe's ``args`` for this rank."""

@@ -4,6 +4,7 @@ run SGLang's small health server on the same port."""
 from __future__ import annotations
 
 from sparktui.core.engines.base import Launch, Probe, ReadyFacts
+from sparktui.core.engines.dumps import ArgsDump
 from sparktui.core.engines.requestlog import UVICORN_ACCESS, RequestLines
 
 # SGLang's loggers print "[%(asctime)s<prefix>] ": the HTTP server's uvicorn loggers
@@ -29,6 +30,9 @@ class SGLang:
         "--tp-size",
         "--model", "--nccl-init-addr", "--tensor-parallel-size",  # SGLang 0.5.23's aliases
     )
+
+    # every field of ServerArgs; no version line (the flag table's version stands)
+    args_dump = ArgsDump("server_args=", complete=True)
 
     def rank_flags(self, launch: Launch) -> list[str]:
         return ["--model-path", launch.model, "--nnodes", str(launch.nnodes), "--node-rank",

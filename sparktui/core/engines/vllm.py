@@ -6,6 +6,7 @@ the recipe until it is supported."""
 from __future__ import annotations
 
 from sparktui.core.engines.base import Launch, Probe, ReadyFacts
+from sparktui.core.engines.dumps import ArgsDump
 from sparktui.core.engines.requestlog import UVICORN_ACCESS, RequestLines
 
 # vLLM prefixes each process's output with "(<name> pid=<pid>) " (APIServer, EngineCore_DP0,
@@ -34,6 +35,13 @@ class VLLM:
         "--host", "--port", "--tensor-parallel-size",
         "-n", "-r", "-tp",  # vLLM 0.33.0's aliases
     )
+
+    # log_non_default_args (entrypoints/common/startup.py): what differs from the defaults, by
+    # the API server's setup only (a --headless worker prints none); the version from
+    # "vLLM server version 0.33.0, serving model M" (older builds: "vLLM API server version")
+    args_dump = ArgsDump("non-default args: ", complete=False,
+                         version_pattern=r"vLLM (?:API )?server version ([\w.+-]+)",
+                         every_rank=False)
 
     def rank_flags(self, launch: Launch) -> list[str]:
         flags = ["--model", launch.model, "--host", launch.bind_host, "--port", str(launch.port),

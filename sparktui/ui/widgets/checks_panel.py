@@ -20,7 +20,7 @@ from sparktui.ui.colors import theme_colors
 from sparktui.ui.formatting import state_style
 from sparktui.ui.widgets.compact_table import CompactTable
 
-KIND_LABEL = {"ready": "ready", "must_show": "show", "must_not_show": "never"}
+KIND_LABEL = {"ready": "ready", "must_show": "show", "must_not_show": "never", "args": "args"}
 MARK = {"passed": "✓", "failed": "✗", "pending": "…"}
 MARK_STATE = {"passed": "ready", "failed": "failed", "pending": "pending"}
 PATTERN_WIDTH = 48
@@ -77,6 +77,10 @@ class ChecksPanel(CompactTable):
         v = self._vars()
         for check in checks.checks:
             pattern = visible(check.pattern)  # the recipe's, or typed: text, escapes written out
+            if check.kind == "args":  # a rank's flags: what its dump said of them
+                rank = check.ranks[0] if isinstance(check.ranks, list) else 0
+                report = checks.report(rank)
+                pattern = f"r{rank} " + (visible(report.short()) if report else "engine arguments")
             if len(pattern) > PATTERN_WIDTH:
                 pattern = pattern[:PATTERN_WIDTH - 1] + "…"
             kind = KIND_LABEL.get(check.kind, check.kind) + ("*" if check.added else "")
