@@ -49,7 +49,7 @@ def test_a_check_that_failed_exits_3_and_is_named(cli: Cli, tmp_path: Path) -> N
         f'    "Load weight end. ...",\n    {{ pattern = "{NEVER}", ranks = [1, 2] }},\n'))
     up = cli("up", recipe, "--wait")
     assert up.returncode == 3, up.stdout + up.stderr
-    assert "ready: 4 ranks, 15/16 checks passed, 1 failed"  # 12 and an args check per rank in up.stdout
+    assert "ready: 4 ranks, 15/16 checks passed, 1 failed" in up.stdout  # 12 and an args check a rank
     assert (f"check failed: must_show (ranks 1,2): {NEVER} · never appeared on ranks 1, 2"
             in up.stderr), up.stderr  # the pattern verbatim: its [feature] is no markup
 

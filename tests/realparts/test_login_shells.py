@@ -95,7 +95,7 @@ def test_stage_up_doctor_telemetry_and_logs_work(testbed: Any, shells: dict[str,
             assert packed.read_bytes() == ckpts[index].expected(1, index, 4)
         up = cli("up", "--wait")
         assert up.returncode == 0, up.stdout + up.stderr
-        assert "ready: 4 ranks, 11/11 checks passed" in up.stdout
+        assert "ready: 4 ranks, 15/15 checks passed" in up.stdout  # 11 of the recipe, an args check a rank
         found = json.loads(cli("doctor", "--json").stdout)
         failed = [f for f in found if f["verdict"] == "failed"]
         assert failed == []
