@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.realparts.test_seed_checks import seed_on_demo
+from tests.realparts.test_seed_checks import seed_checkpoints, seed_on_demo
 from tests.runner import Cli, sparktui_cli, state_env
-from tests.staging.ckpt import make_checkpoint
 
 pytestmark = pytest.mark.realparts
 
@@ -52,11 +51,7 @@ def write_seed(folder: Path, *, clamped: bool) -> Path:
 
 @pytest.fixture(scope="module")
 def folder(testbed: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    for node in testbed.nodes:  # the checkpoint the seed's staging packs from
-        home = Path(node.home)
-        shutil.rmtree(home / "hf", ignore_errors=True)
-        shutil.rmtree(home / "kilork", ignore_errors=True)
-        make_checkpoint(home / "hf", rows=(401, 403), cols=256, scale_cols=4)
+    seed_checkpoints(testbed)
     return tmp_path_factory.mktemp("recipes") / SLUG
 
 

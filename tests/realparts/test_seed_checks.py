@@ -68,13 +68,18 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("seed-state")
 
 
-@pytest.fixture(scope="module")
-def recipe(testbed: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    for node in testbed.nodes:  # the checkpoint the seed's staging packs from
+def seed_checkpoints(testbed: Any) -> None:
+    """On every node, afresh, the checkpoint the seed's staging packs from."""
+    for node in testbed.nodes:
         home = Path(node.home)
         shutil.rmtree(home / "hf", ignore_errors=True)
         shutil.rmtree(home / "kilork", ignore_errors=True)
         make_checkpoint(home / "hf", rows=(401, 403), cols=256, scale_cols=4)
+
+
+@pytest.fixture(scope="module")
+def recipe(testbed: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    seed_checkpoints(testbed)
     return seed_on_demo(tmp_path_factory.mktemp("recipes") / SLUG)
 
 
