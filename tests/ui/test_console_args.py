@@ -57,6 +57,12 @@ async def boot(app: SparkApp) -> ChecksPanel:
         await pilot.pause(0.3)
         assert panel.display
         rows = args_rows(panel)
+        row, top = panel.cursor_coordinate.row, round(panel.scroll_y)
+        shown = range(top, top + panel.scrollable_content_region.height - panel.header_height)
+        panel.cursor_seen = (row, row in shown)  # type: ignore[attr-defined]
+        await pilot.resize_terminal(60, 20)  # a short terminal: the panel leaves the logs lines
+        await pilot.pause(0.3)
+        panel.log_rows_seen = main.logs.query_one("#log-view").size.height  # type: ignore[attr-defined]
         app.exit()
     panel.rows_seen = rows  # type: ignore[attr-defined]
     return panel
@@ -90,8 +96,13 @@ async def test_the_demos_clamp_shows_in_the_checks_panel(tmp_path: Path) -> None
     recipe.write_text(text.replace("[env]\n", '[env]\nSPARKTUI_DEMO_CLAMP = "max_running_requests=13@2"\n'))
     app = SparkApp(ConsoleOptions([folder.parent], None, state_root=state_dir(), recipe="demo-clamp"))
     try:
-        rows = (await boot(app)).rows_seen  # type: ignore[attr-defined]
+        panel = await boot(app)
+        rows = panel.rows_seen  # type: ignore[attr-defined]
         text2, marks2 = rows[2]
+        failed = next(i for i, c in enumerate(panel.checks.checks)  # type: ignore[union-attr]
+                      if c.kind == "args" and c.ranks == [2])
+        assert panel.cursor_seen == (failed, True)  # type: ignore[attr-defined]
+        assert panel.log_rows_seen >= 3  # type: ignore[attr-defined]
         m = re.fullmatch(r"r2 (\d+)/(\d+) · max_running_requests 16→13", text2)
         assert m and int(m[1]) == int(m[2]) - 1, text2
         assert marks2[2] == "✗"

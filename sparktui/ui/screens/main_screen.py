@@ -78,6 +78,7 @@ class MainScreen(LogKeys, Jobs):
     BINDINGS: ClassVar[list[BindingType]] = bindings()
     HORIZONTAL_BREAKPOINTS: list[tuple[int, str]] | None = [  # noqa: RUF012
         (0, "-tiny"), (TINY, "-narrow"), (NARROW, "-wide")]
+    VERTICAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-short"), (SHORT, "-tall")]  # noqa: RUF012
 
     def __init__(self, options: ConsoleOptions) -> None:
         super().__init__(id="main")

@@ -50,6 +50,7 @@ class ChecksPanel(CompactTable):
         super().__init__(id=id, cursor_type="cell", zebra_stripes=False)
         self.checks: BootChecks | None = None
         self.world = 0
+        self._failure_row: int | None = None  # the first failed check's row, last drawn
 
     def on_mount(self) -> None:
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.show_checks(self.checks))
@@ -75,7 +76,8 @@ class ChecksPanel(CompactTable):
         if checks is None:
             return
         v = self._vars()
-        for check in checks.checks:
+        first_failed: int | None = None
+        for row, check in enumerate(checks.checks):
             pattern = visible(check.pattern)  # the recipe's, or typed: text, escapes written out
             if check.kind == "args":  # a rank's flags: what its dump said of them
                 rank = check.ranks[0] if isinstance(check.ranks, list) else 0
@@ -89,8 +91,15 @@ class ChecksPanel(CompactTable):
                 st = checks.status.get((check.id, r))
                 cells.append(self._mark(st, v))
             overall = checks.overall(check)
+            if overall == "failed" and first_failed is None:
+                first_failed = row
             cells.append(Text(MARK[overall], state_style(MARK_STATE[overall], v)))
             self.add_row(*cells, key=str(check.id))
+        if first_failed is not None and first_failed != self._failure_row:
+            # a new first failure: into view (a dozen rows and more do not fit the panel, and
+            # the args rows come last); the cursor is the operator's again until the next one
+            cursor = cursor._replace(row=first_failed)
+        self._failure_row = first_failed
         if self.row_count:
             self.cursor_coordinate = self.validate_cursor_coordinate(cursor)
 
