@@ -286,8 +286,9 @@ class _LineWriter:
         self._write(LineCutter().feed(raw + b"\n"))
 
     def _write(self, lines: list[str]) -> None:
-        if lines:
-            self.out.write("".join(f"{utc_now()} {text}\n" for text in lines).encode())
+        if lines:  # one read's lines arrived together: one timestamp (one each was 5 us a line)
+            now = utc_now()
+            self.out.write("".join(f"{now} {text}\n" for text in lines).encode())
         self.out.flush()
 
     def close(self) -> None:
