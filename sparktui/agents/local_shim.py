@@ -190,13 +190,35 @@ class LineCutter:
         out: list[str] = []
         view = memoryview(data)
         start, size = 0, len(data)
+        split = False  # ``_short_lines`` was tried (once: a long line sends the rest below)
         while start < size:
+            if not (split or self.pending or self.continued):
+                split = True
+                start = self._short_lines(out, data, start)
+                continue
             stop = min(size, start + self.cap)  # a chunk of any size: a piece at a time
             end = data.find(b"\n", start, stop)
             self.pending += view[start:stop if end < 0 else end]
             self._cut(out, ends=end >= 0)
             start = stop if end < 0 else end + 1
         return out
+
+    def _short_lines(self, out: list[str], data: bytes, start: int) -> int:
+        """The whole lines of ``data`` from ``start`` when none is longer than a piece (most
+        reads: none is cut), split at once rather than one at a time as ``feed`` does; returns
+        where the rest starts."""
+        end = data.rfind(b"\n", start)
+        if end < 0:
+            return start
+        block = data[start:end]
+        if len(block) > self.cap and max(map(len, block.split(b"\n"))) > self.cap:
+            return start
+        # decoded whole: a newline byte is never inside a character, nor in what replaces one
+        lines = block.decode("utf-8", errors="replace").split("\n")
+        if b"\r" in block:  # "\r\n" ends a line as "\n" does (``_cut``)
+            lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+        out += lines
+        return end + 1
 
     def close(self) -> list[str]:
         """What is held back, as a last line (output that ended without its newline)."""
@@ -286,8 +308,9 @@ class _LineWriter:
         self._write(LineCutter().feed(raw + b"\n"))
 
     def _write(self, lines: list[str]) -> None:
-        if lines:
-            self.out.write("".join(f"{utc_now()} {text}\n" for text in lines).encode())
+        if lines:  # one read's lines arrived together: one timestamp (one each was 5 us a line)
+            now = utc_now()
+            self.out.write("".join(f"{now} {text}\n" for text in lines).encode())
         self.out.flush()
 
     def close(self) -> None:

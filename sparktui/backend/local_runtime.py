@@ -44,7 +44,7 @@ from sparktui.agents.local_shim import (
 from sparktui.backend.runtime import ContainerState, LogChunk, NameTaken
 from sparktui.core.names import UnsafeName, child, is_safe
 from sparktui.core.plan import ContainerSpec
-from sparktui.core.private import DIR_MODE, opener, private_dir
+from sparktui.core.private import opener, private_dir, private_mkdir
 from sparktui.core.redact import MASK
 
 IMAGE_ID = "local"
@@ -196,9 +196,7 @@ class LocalRuntime:
 
         container_id = ID_PREFIX + secrets.token_hex(6)
         private_dir(self.state_dir)
-        folder = self._dir(container_id)
-        folder.mkdir(DIR_MODE)  # meta.json holds the rank's environment
-        os.chmod(folder, DIR_MODE)
+        folder = private_mkdir(self._dir(container_id))  # meta.json holds the rank's environment
         argv = spec.argv
         secret_at = spec.secrets.arg_positions(argv)
         meta = {

@@ -49,12 +49,18 @@ def private_dir(path: Path) -> Path:
         at = at.parent
     for folder in reversed(missing):
         try:
-            folder.mkdir(DIR_MODE)
-        except FileExistsError:
+            private_mkdir(folder)
+        except FileExistsError:  # another process made it; it made it private
             if not folder.is_dir():
                 raise
-            continue  # another process made it; it made it private
-        os.chmod(folder, DIR_MODE)
+    return path
+
+
+def private_mkdir(path: Path) -> Path:
+    """A new folder, 0700 whatever the umask (``mkdir``'s mode is cut by it, never widened);
+    ``FileExistsError`` when there is one already (a run id or rank id taken meanwhile)."""
+    path.mkdir(DIR_MODE)
+    os.chmod(path, DIR_MODE)
     return path
 
 

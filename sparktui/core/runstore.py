@@ -18,13 +18,12 @@ from __future__ import annotations
 import _thread
 import fcntl
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from sparktui.core.names import check_name, child, is_safe
-from sparktui.core.private import DIR_MODE, private_dir, private_open, write_private
+from sparktui.core.private import private_dir, private_mkdir, private_open, write_private
 from sparktui.core.redact import Redactor
 
 TYPE_CHECKING = False  # ``typing`` is not imported on the path of ``sparktui logs`` (2 ms)
@@ -329,10 +328,7 @@ class RunStore:
         while (self.root / run_id).exists():
             n += 1
             run_id = f"{slug}-{stamp}-{n}"
-        folder = child(self.root, run_id, "run id")
-        folder.mkdir(DIR_MODE)
-        os.chmod(folder, DIR_MODE)  # mkdir's mode is cut by the umask, never widened
-        return Run(run_id, folder)
+        return Run(run_id, private_mkdir(child(self.root, run_id, "run id")))
 
     def open(self, run_id: str) -> Run | None:
         """The run's folder, if it exists; ``UnsafeName`` for an id that is no safe name or

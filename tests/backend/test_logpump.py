@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 import threading
 import time
 
@@ -51,6 +52,26 @@ def test_lines_are_the_same_whatever_the_chunks() -> None:
             cutter = LineCutter(CAP)
             out = [line for chunk in cut_at((i, j), STREAM) for line in cutter.feed(chunk)]
             assert out + cutter.close() == expected, (i, j)
+
+
+class OneAtATime(LineCutter):
+    """The cutter without its quick way for a read of short lines (``_short_lines``)."""
+
+    def _short_lines(self, out: list[str], data: bytes, start: int) -> int:
+        return start
+
+
+def test_short_lines_split_at_once_are_cut_as_one_at_a_time() -> None:
+    rnd = random.Random(23)
+    words = [b"\n", b"\r\n", b"\r", b"ab", b"x" * 7, b"y" * 9, "\u00e9\u20ac\U0001d11e".encode(),
+             b"\xff", b"\xe2\x82", b"sk-1234"]
+    for _ in range(2000):
+        data = b"".join(rnd.choice(words) for _ in range(rnd.randint(0, 30)))
+        positions = tuple(sorted(rnd.sample(range(len(data) + 1), min(3, len(data) + 1))))
+        quick, slow = LineCutter(CAP, whole=[b"sk-1234"]), OneAtATime(CAP, whole=[b"sk-1234"])
+        got = [t for chunk in cut_at(positions, data) for t in quick.feed(chunk)] + quick.close()
+        want = [t for chunk in cut_at(positions, data) for t in slow.feed(chunk)] + slow.close()
+        assert got == want, (data, positions)
 
 
 def test_a_cutter_holds_a_piece_back_at_most() -> None:
