@@ -1049,9 +1049,7 @@ class Engine:
                 "model": cfg.model_path, "served_model_name": [cfg.served_model_name], "host": cfg.host,
                 "port": cfg.port, "tensor_parallel_size": cfg.nnodes, "nnodes": cfg.nnodes,
                 "node_rank": cfg.node_rank, "master_addr": cfg.dist_host, "master_port": cfg.dist_port,
-                "headless": cfg.headless, "demo_boot_seconds": cfg.boot_seconds,
-                "demo_fail_rank": cfg.fail_rank, "demo_fail_after": cfg.fail_after,
-                "demo_stall": cfg.stall, "demo_flood": cfg.flood, "demo_tick": cfg.tick,
+                "headless": cfg.headless, **_demo_switches(cfg),
                 **{k: ([v] if k == "api_key" else v) for k, v in _credentials(cfg).items()},
             }
             lines.append(f"vLLM {'API server ' if not cfg.headless else ''}version {VLLM_VERSION}")
