@@ -84,13 +84,12 @@ class RecipeInfo:
         offered as an action: no palette hit, it cannot be opened, nothing quotes it as markup."""
         return is_safe(self.slug) and len(self.slug) <= MAX_SLUG
 
-    def name_sentence(self, rule: bool = True) -> str:
-        """Why the name cannot be used, its controls written out; without ``rule`` (a narrow
-        list) only that it cannot."""
+    def name_sentence(self) -> str:
+        """Why the name cannot be used, its controls written out."""
         cut = "…" if len(self.slug) > 80 else ""
-        said = f"not a usable recipe name: \"{visible(self.slug[:80])}{cut}\""
-        return said + (f" (a recipe's name has letters, digits, '.', '_' and '-', a letter or digit "
-                       f"first, at most {MAX_SLUG} characters; rename its folder or file)" if rule else "")
+        return (f"not a usable recipe name: \"{visible(self.slug[:80])}{cut}\" (a recipe's name "
+                "has letters, digits, '.', '_' and '-', a letter or digit first, at most "
+                f"{MAX_SLUG} characters; rename its folder or file)")
 
     @property
     def shown_path(self) -> str:

@@ -398,14 +398,27 @@ def _is_flag_token(token: str) -> bool:
     return False
 
 
+def engine_table(engine: str) -> dict[str, Any] | None:
+    """The engine's table of ``fields.json`` (its version and flags); None without it."""
+    try:
+        with open(FIELDS_FILE, encoding="utf-8") as f:
+            table: dict[str, Any] = json.load(f)[engine]
+    except (OSError, ValueError, KeyError):
+        return None
+    return table
+
+
 def engine_fields(engine: str, argv: Sequence[str]) -> tuple[str, dict[str, Any]] | None:
     """``(table version, {field: value})``: every field of the engine's table at its default,
     with the flags of ``argv`` applied as its parser would; None without ``fields.json``."""
-    try:
-        with open(FIELDS_FILE, encoding="utf-8") as f:
-            table = json.load(f)[engine]
-    except (OSError, ValueError, KeyError):
+    table = engine_table(engine)
+    if table is None:
         return None
+    return table["version"], table_fields(table, argv)
+
+
+def table_fields(table: dict[str, Any], argv: Sequence[str]) -> dict[str, Any]:
+    """``engine_fields`` of a table already read (vLLM's dump wants it twice: the defaults too)."""
     values: dict[str, Any] = {}
     options: dict[str, list[Any]] = {}
     for flag in table["flags"]:
@@ -432,7 +445,7 @@ def engine_fields(engine: str, argv: Sequence[str]) -> tuple[str, dict[str, Any]
                 break
         items = [_flag_value(kind, nullable, t) for t in texts]
         values[dest] = items if nargs in ("+", "*") else (items[0] if items else None)
-    return table["version"], values
+    return values
 
 
 def dump_changes(rank: int, env: dict[str, str] | None = None) -> tuple[dict[str, Any], set[str]]:
@@ -492,13 +505,11 @@ def sglang_dump(cfg: Config, env: dict[str, str] | None = None) -> str | None:
 def vllm_dump(cfg: Config, env: dict[str, str] | None = None) -> str | None:
     """``non-default args: {...}``: the fields of vLLM's table whose value is not the default
     (``get_non_default_args``), as vLLM logs them."""
-    found = engine_fields("vllm", cfg.argv)
-    if found is None:
+    table = engine_table("vllm")
+    if table is None:
         return None
-    _version, values = found
-    defaults = engine_fields("vllm", ())
-    assert defaults is not None
-    out = {k: v for k, v in values.items() if v != defaults[1].get(k)}
+    defaults = table_fields(table, ())
+    out = {k: v for k, v in table_fields(table, cfg.argv).items() if v != defaults.get(k)}
     out.update({k: v for k, v in _demo_switches(cfg).items() if v not in (None, False, 0.0)})
     creds = _credentials(cfg)
     for k in creds:
@@ -1038,9 +1049,7 @@ class Engine:
                 "model": cfg.model_path, "served_model_name": [cfg.served_model_name], "host": cfg.host,
                 "port": cfg.port, "tensor_parallel_size": cfg.nnodes, "nnodes": cfg.nnodes,
                 "node_rank": cfg.node_rank, "master_addr": cfg.dist_host, "master_port": cfg.dist_port,
-                "headless": cfg.headless, "demo_boot_seconds": cfg.boot_seconds,
-                "demo_fail_rank": cfg.fail_rank, "demo_fail_after": cfg.fail_after,
-                "demo_stall": cfg.stall, "demo_flood": cfg.flood, "demo_tick": cfg.tick,
+                "headless": cfg.headless, **_demo_switches(cfg),
                 **{k: ([v] if k == "api_key" else v) for k, v in _credentials(cfg).items()},
             }
             lines.append(f"vLLM {'API server ' if not cfg.headless else ''}version {VLLM_VERSION}")

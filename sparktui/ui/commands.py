@@ -16,6 +16,7 @@ from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Matcher, Provider
 from textual.content import Content
 
+from sparktui.core.controls import visible
 from sparktui.ui.keys import KEYS
 from sparktui.ui.outside import content
 
@@ -94,7 +95,7 @@ class SparkCommands(TextProvider):
                 out.append((f"Recipe: {info.slug}", partial(main.activate, info.slug),
                             f"Open {info.slug} on its cluster"))
         for name in getattr(app, "theme_names", []):
-            shown = content(name).plain
+            shown = visible(name)
             out.append((f"Theme: {shown}", partial(setattr, app, "theme", name), f"Switch to {shown}"))
         return out
 
@@ -107,5 +108,5 @@ class ThemeCommands(TextProvider):
         def choose(name: str) -> None:
             self.app.theme = name
 
-        return [(content(name).plain, partial(choose, name), "")
+        return [(visible(name), partial(choose, name), "")
                 for name in sorted(self.app.available_themes)]

@@ -31,8 +31,6 @@ NO: Final = 2
 TEXT: Final = 3
 
 
-
-
 def line_of(rank: int, no: int, ts: str, text: str) -> LogLine:
     return (norm_ts(ts), rank, no, text)
 

@@ -12,7 +12,6 @@ from textual.content import Content
 from sparktui.core.controls import visible
 
 
-def content(*parts: object | tuple[object, str]) -> Content:
-    """Each part as text; a ``(text, style)`` part is styled (the style is sparktui's own)."""
-    return Content.assemble(*((visible(p[0]), p[1]) if isinstance(p, tuple) else visible(p)
-                              for p in parts))
+def content(text: object) -> Content:
+    """``text`` as text, never markup, its controls written out."""
+    return Content(visible(text))

@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from dataclasses import dataclass, field
@@ -29,8 +30,6 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
-
-import contextlib
 
 from sparktui.config import config_dir
 from sparktui.core.cluster import HEALTH_BOOTING_S
