@@ -183,19 +183,21 @@ class BootChecks:
         if len(lines) > 1:
             # Most batches match nothing (a running engine's decode lines): one search over the
             # whole batch per check rules that out; the lines are searched one by one only for
-            # the checks that found something (or could not be searched that way).
-            joined = "\n".join(text for _, text in lines)
-            watching = [c for c in watching if c.batch is None or c.batch.search(joined)]
+            # the checks that found something (or could not be searched that way). The text is
+            # encoded for RE2 once, not once per check.
+            joined = "\n".join(text for _, text in lines).encode("utf-8", "surrogatepass")
+            watching = [c for c in watching if c.batch is None or c.batch.search_bytes(joined)]
             if not watching:
                 return []
         updates: list[CheckUpdate] = []
         # each check with its status on this rank and the state a matching line gives it
         open_checks = [(c, self.status[(c.id, rank)], _decided(c)) for c in watching]
         for line_no, text in lines:
+            data = text.encode("utf-8", "surrogatepass")  # searched by every open check
             request: bool | None = None  # asked once a check matches the line (few lines do)
             for check, st, state in open_checks:
                 if check.kind == "args":
-                    if not self._args_open(st) or not check.regex.search(text):
+                    if not self._args_open(st) or not check.regex.search_bytes(data):
                         continue
                     if request is None:
                         request = self.request_line(text)
@@ -204,7 +206,7 @@ class BootChecks:
                         st.state = decided
                         updates.append(CheckUpdate(check, rank, decided, st.match))
                     continue
-                if st.state == state or not check.regex.search(text):
+                if st.state == state or not check.regex.search_bytes(data):
                     continue
                 if request is None:
                     request = self.request_line(text)
