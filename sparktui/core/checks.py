@@ -107,12 +107,14 @@ class BootChecks:
     partial: dict[int, str] = field(default_factory=dict)
 
     @classmethod
-    def for_plan(cls, plan: Plan, request_line: Callable[[str], bool]) -> BootChecks:
-        """The plan's checks, with an args check per rank unless ``[boot] args = "ignore"``."""
-        dump = engine(plan.engine).args_dump
+    def for_plan(cls, plan: Plan) -> BootChecks:
+        """The plan's checks, with its engine's request lines skipped and an args check per
+        rank unless ``[boot] args = "ignore"``."""
+        rules = engine(plan.engine)
+        dump = rules.args_dump
         judges = {} if plan.boot.args == "ignore" else {
             r.rank: args_judge(plan, r.rank) for r in plan.ranks if dump.every_rank or r.serves_http}
-        return cls.from_plan(plan.boot, plan.world, request_line, judges)
+        return cls.from_plan(plan.boot, plan.world, rules.request_line, judges)
 
     @classmethod
     def from_plan(cls, boot: BootPlan, world: int, request_line: Callable[[str], bool],
