@@ -368,8 +368,6 @@ class BlockSearch:
         return Kept(buf, lo, hi, _others(buf, lo, hi, found) if invert else found, len(found))
 
 
-
-
 class Kept:
     """What a block holds for the filter: ``spans`` index ``buf``, whose lines are ``lo:hi``."""
 
@@ -394,11 +392,6 @@ DECIDES: Final = 1 << 10
 """A block smaller than this (a line or a few) says nothing about the next: a read's cut line
 comes as a block of its own, and one such line that matched made the next whole block go line
 by line."""
-
-
-def _text(buf: AnyStr, span: Span) -> AnyStr:
-    _start, t, end = span
-    return buf[t + 1:end] if t >= 0 else buf[end:end]
 
 
 def _search(buf: AnyStr, hay: AnyStr, lo: int, hi: int, way: _Way) -> list[Span]:
