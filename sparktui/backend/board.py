@@ -56,7 +56,7 @@ class Board:
         self.plan = plan
         self.emit = emit
         self.ranks = [RankInfo(r.rank, nodes[r.rank]) for r in plan.ranks]
-        self.checks = BootChecks.for_plan(plan, engine(plan.engine).request_line)
+        self.checks = BootChecks.for_plan(plan)
         self.run: Run | None = None
         self.boot_started: float | None = None  # time.monotonic() of the last launch or restart
         self.changed = asyncio.Event()  # set on a failure or when every rank settled: wakes wait()
@@ -69,7 +69,7 @@ class Board:
         self.redactor = plan.redactor()  # a notice or detail may quote a secret (an engine error)
 
     def new_checks(self) -> None:
-        self.checks = BootChecks.for_plan(self.plan, engine(self.plan.engine).request_line)
+        self.checks = BootChecks.for_plan(self.plan)
 
     # -- announcing ------------------------------------------------------------------------
     def notice(self, level: Literal["info", "warning", "error"], text: str) -> None:

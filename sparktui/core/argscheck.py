@@ -348,3 +348,49 @@ class ArgsJudge:
 
 def not_reported(version: str | None = None) -> ArgsReport:
     return ArgsReport(version=version, reason="no dump of the arguments by the end of the boot")
+
+
+@dataclass
+class ArgsReader:
+    """The args checks' reading of each rank's lines: its judge, the engine version it printed,
+    and the pieces of a dump the log pump cut (lines over 32 KiB) so far."""
+
+    judges: dict[int, ArgsJudge] = field(default_factory=dict)
+    warn: bool = False  # [boot] args = "warn": differences are reported, never fail
+    versions: dict[int, str] = field(default_factory=dict)  # the engine version a rank printed
+    partial: dict[int, str] = field(default_factory=dict)  # a cut dump's text so far, per rank
+
+    def line(self, rank: int, text: str) -> ArgsReport | None:
+        """The report a line of ``rank`` gives; None when it holds no dump (nor a piece of
+        one); a ``cut_off`` report while the dump waits for its next piece."""
+        judge = self.judges.get(rank)
+        if judge is None:
+            return None
+        if text.startswith(CONTINUED):  # the next piece of a long dump, or of any long line
+            if rank not in self.partial:
+                return None
+            text = self.partial.pop(rank) + text[len(CONTINUED):]
+        else:
+            self.partial.pop(rank, None)
+            version = judge.version(text)
+            if version is not None:
+                self.versions[rank] = version
+        report = judge.judge(text, self.versions.get(rank))
+        if report is not None and report.cut_off:
+            self.partial[rank] = text
+        return report
+
+    def finish(self, rank: int, report: ArgsReport | None) -> ArgsReport:
+        """The rank's report at the boot's end without a whole dump: not reported, or the
+        cut-off reason of the dump whose rest never came."""
+        self.partial.pop(rank, None)
+        return report if report is not None and report.cut_off else not_reported(
+            self.versions.get(rank))
+
+    def reset(self, rank: int) -> None:
+        """A restarted rank prints its version and its dump again."""
+        self.versions.pop(rank, None)
+        self.partial.pop(rank, None)
+
+    def copy(self) -> ArgsReader:
+        return ArgsReader(dict(self.judges), self.warn, dict(self.versions), dict(self.partial))

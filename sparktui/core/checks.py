@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sparktui.core.argscheck import CONTINUED, ArgsJudge, ArgsReport, not_reported
+from sparktui.core.argscheck import CONTINUED, ArgsJudge, ArgsReader, ArgsReport
 from sparktui.core.engines import engine
 from sparktui.core.linear import Regex
 from sparktui.core.patterns import compile_pattern
@@ -100,31 +100,29 @@ class BootChecks:
     finished: set[int] = field(default_factory=set)
     # Whether a line is about a request the engine served (``Engine.request_line``): skipped.
     request_line: Callable[[str], bool] = _no_requests
-    judges: dict[int, ArgsJudge] = field(default_factory=dict)  # args checks, per rank
-    args_warn: bool = False  # [boot] args = "warn": differences are reported, never fail
-    versions: dict[int, str] = field(default_factory=dict)  # the engine version a rank printed
-    # a dump cut into pieces by the log pump (lines over 32 KiB): its text so far, per rank
-    partial: dict[int, str] = field(default_factory=dict)
+    args: ArgsReader = field(default_factory=ArgsReader)  # what the args checks read, per rank
 
     @classmethod
-    def for_plan(cls, plan: Plan, request_line: Callable[[str], bool]) -> BootChecks:
-        """The plan's checks, with an args check per rank unless ``[boot] args = "ignore"``."""
-        dump = engine(plan.engine).args_dump
+    def for_plan(cls, plan: Plan) -> BootChecks:
+        """The plan's checks, with its engine's request lines skipped and an args check per
+        rank unless ``[boot] args = "ignore"``."""
+        rules = engine(plan.engine)
+        dump = rules.args_dump
         judges = {} if plan.boot.args == "ignore" else {
             r.rank: args_judge(plan, r.rank) for r in plan.ranks if dump.every_rank or r.serves_http}
-        return cls.from_plan(plan.boot, plan.world, request_line, judges)
+        return cls.from_plan(plan.boot, plan.world, rules.request_line, judges)
 
     @classmethod
     def from_plan(cls, boot: BootPlan, world: int, request_line: Callable[[str], bool],
                   judges: dict[int, ArgsJudge] | None = None) -> BootChecks:
-        bc = cls(world, request_line=request_line, judges=dict(judges or {}),
-                 args_warn=boot.args == "warn")
+        bc = cls(world, request_line=request_line,
+                 args=ArgsReader(dict(judges or {}), warn=boot.args == "warn"))
         bc.add("ready", boot.ready, list(boot.ready_ranks))
         for c in boot.must_show:
             bc.add("must_show", c.pattern, c.ranks)
         for line in boot.must_not_show:
             bc.add("must_not_show", line, "all")
-        for rank, judge in sorted(bc.judges.items()):
+        for rank, judge in sorted(bc.args.judges.items()):
             bc.add("args", f"re:{judge.pattern}|^{CONTINUED}", [rank])
         return bc
 
@@ -134,28 +132,14 @@ class BootChecks:
         return st.state == "pending" or st.report is None or st.report.reason.startswith("no dump")
 
     def _args_line(self, rank: int, st: CheckStatus, line_no: int, text: str) -> CheckState | None:
-        judge = self.judges.get(rank)
-        if judge is None:
-            return None
-        if text.startswith(CONTINUED):  # the next piece of a long dump, or of any long line
-            if rank not in self.partial:
-                return None
-            text = self.partial.pop(rank) + text[len(CONTINUED):]
-        else:
-            self.partial.pop(rank, None)
-            version = judge.version(text)
-            if version is not None:
-                self.versions[rank] = version
-        report = judge.judge(text, self.versions.get(rank))
+        report = self.args.line(rank, text)
         if report is None:
             return None
-        if report.cut_off:  # pending until its next piece; the boot's end keeps this reason
-            self.partial[rank] = text
-            st.report = report
-            return None
         st.report = report
+        if report.cut_off:  # pending until its next piece; the boot's end keeps this reason
+            return None
         st.match = Match(rank, line_no, report.summary())
-        return "passed" if report.passed or self.args_warn else "failed"
+        return "passed" if report.passed or self.args.warn else "failed"
 
     def add(self, kind: CheckKind, pattern: str, ranks: str | list[int], added: bool = False) -> Check:
         """Add a check; raises ValueError with a sentence on a bad pattern."""
@@ -183,19 +167,21 @@ class BootChecks:
         if len(lines) > 1:
             # Most batches match nothing (a running engine's decode lines): one search over the
             # whole batch per check rules that out; the lines are searched one by one only for
-            # the checks that found something (or could not be searched that way).
-            joined = "\n".join(text for _, text in lines)
-            watching = [c for c in watching if c.batch is None or c.batch.search(joined)]
+            # the checks that found something (or could not be searched that way). The text is
+            # encoded for RE2 once, not once per check.
+            joined = "\n".join(text for _, text in lines).encode("utf-8", "surrogatepass")
+            watching = [c for c in watching if c.batch is None or c.batch.search_bytes(joined)]
             if not watching:
                 return []
         updates: list[CheckUpdate] = []
         # each check with its status on this rank and the state a matching line gives it
         open_checks = [(c, self.status[(c.id, rank)], _decided(c)) for c in watching]
         for line_no, text in lines:
+            data = text.encode("utf-8", "surrogatepass")  # searched by every open check
             request: bool | None = None  # asked once a check matches the line (few lines do)
             for check, st, state in open_checks:
                 if check.kind == "args":
-                    if not self._args_open(st) or not check.regex.search(text):
+                    if not self._args_open(st) or not check.regex.search_bytes(data):
                         continue
                     if request is None:
                         request = self.request_line(text)
@@ -204,7 +190,7 @@ class BootChecks:
                         st.state = decided
                         updates.append(CheckUpdate(check, rank, decided, st.match))
                     continue
-                if st.state == state or not check.regex.search(text):
+                if st.state == state or not check.regex.search_bytes(data):
                     continue
                 if request is None:
                     request = self.request_line(text)
@@ -224,11 +210,9 @@ class BootChecks:
             if st is None or st.state != "pending":
                 continue
             if check.kind == "args":
-                if st.report is None or not st.report.cut_off:
-                    st.report = not_reported(self.versions.get(rank))
-                self.partial.pop(rank, None)
+                st.report = self.args.finish(rank, st.report)
                 st.match = None
-                st.state = "passed" if self.args_warn else "failed"
+                st.state = "passed" if self.args.warn else "failed"
             else:
                 st.state = "passed" if check.kind == "must_not_show" else "failed"
             updates.append(CheckUpdate(check, rank, st.state, None))
@@ -237,8 +221,7 @@ class BootChecks:
     def reset(self, rank: int) -> None:
         """A restarted rank boots again: its checks start over."""
         self.finished.discard(rank)
-        self.versions.pop(rank, None)
-        self.partial.pop(rank, None)
+        self.args.reset(rank)
         for (_cid, r), st in self.status.items():
             if r == rank:
                 st.state, st.match, st.report = "pending", None, None
@@ -295,8 +278,7 @@ class BootChecks:
         return BootChecks(self.world, list(self.checks),
                           {key: CheckStatus(st.state, st.match, st.report)
                            for key, st in self.status.items()},
-                          set(self.finished), self.request_line, dict(self.judges),
-                          self.args_warn, dict(self.versions), dict(self.partial))
+                          set(self.finished), self.request_line, self.args.copy())
 
     def report(self, rank: int) -> ArgsReport | None:
         """The rank's flag verdicts, once its dump arrived or its boot ended."""

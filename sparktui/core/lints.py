@@ -126,8 +126,7 @@ def lint_engine_flags(recipe: Recipe) -> list[Problem]:
                 ("args", use.index), f"{use.spelling} is ambiguous for {table.label}'s parser: "
                 f"it abbreviates {shown}; write the whole flag", code="engine-flag"))
         elif use.flag is None:
-            options = [o for f in table.flags for o in f.options if o.startswith("--")]
-            hint = suggest(use.spelling, options) if hints > 0 else None
+            hint = suggest(use.spelling, list(table.long_options)) if hints > 0 else None
             hints -= 1
             problems.append(recipe.problem(
                 ("args", use.index), f"{use.spelling} is not a flag of {table.label} (checked "

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from sparktui.core.argscheck import ArgsJudge
 from sparktui.core.checks import BootChecks, args_judge
 from sparktui.core.cluster import load_cluster_text
-from sparktui.core.engines import engine
 from sparktui.core.engines.reprread import MAX_DEPTH, MAX_TEXT, Call, EnumValue, Raw, ReprError, read
 from sparktui.core.plan import Plan, build_plan
 from sparktui.core.recipe import load_recipe, load_recipe_text
@@ -172,7 +171,7 @@ def test_the_args_check_per_rank_in_boot_checks() -> None:
     """One args check per rank, decided by its dump line; a rank without one fails as not
     reported at the boot's end; a dump that comes after still decides it."""
     plan = seed_plan()
-    bc = BootChecks.for_plan(plan, engine(plan.engine).request_line)
+    bc = BootChecks.for_plan(plan)
     args = [c for c in bc.checks if c.kind == "args"]
     assert [c.ranks for c in args] == [[0], [1], [2], [3]]
     (update,) = bc.feed(1, [(41, SGLANG_PREFIX + SGLANG)])
@@ -192,11 +191,11 @@ def test_args_warn_and_ignore() -> None:
     text = (ROOT / "tests" / "data" / "cluster-4.toml").read_text().replace("192.168.200.1", "10.0.0.1")
     cluster = load_cluster_text(text)
     warn = build_plan(load_recipe_text(seed.replace("[boot]", '[boot]\nargs = "warn"', 1)), cluster)
-    bc = BootChecks.for_plan(warn, engine("sglang").request_line)
+    bc = BootChecks.for_plan(warn)
     (u,) = bc.feed(1, [(1, SGLANG.replace("max_running_requests=16,", "max_running_requests=13,"))])
     assert u.state == "passed" and u.match is not None and "1 differs" in u.match.text
     ignore = build_plan(load_recipe_text(seed.replace("[boot]", '[boot]\nargs = "ignore"', 1)), cluster)
-    assert not [c for c in BootChecks.for_plan(ignore, engine("sglang").request_line).checks
+    assert not [c for c in BootChecks.for_plan(ignore).checks
                 if c.kind == "args"]
     assert seed_plan().plan_hash == build_plan(load_recipe(SEED), cluster).plan_hash
     assert warn.plan_hash != seed_plan().plan_hash  # the mode is part of what decides a boot
@@ -268,7 +267,7 @@ def test_a_dump_cut_into_pieces_by_the_log_pump_is_read_whole() -> None:
     plan = seed_plan()
     pieces = LineCutter(4096).feed((SGLANG_PREFIX + SGLANG + "\n").encode())
     assert len(pieces) > 3
-    bc = BootChecks.for_plan(plan, engine(plan.engine).request_line)
+    bc = BootChecks.for_plan(plan)
     updates = bc.feed(1, list(enumerate(pieces, 1)))
     assert [u.state for u in updates] == ["passed"], bc.report(1)
     report = bc.report(1)

@@ -66,6 +66,19 @@ def test_a_flag_unknown_to_the_engine_version_is_a_warning_naming_it(
     assert lint(load_recipe(path)) == []  # a fork's image: its flags are its own
 
 
+def test_an_unknown_flag_is_told_the_nearest_flag_a_few_times_a_recipe(
+        write_recipe: Callable[..., Path]) -> None:
+    """difflib over the table's options is slow: the first three unknown flags get a hint."""
+    typos = ("--max-runing-requests", "--mem-fraction-statc", "--context-lenght", "--watchdog-timout")
+    found = [p for p in lint(load_recipe(seed_with(write_recipe, *typos)))
+             if p.code == "engine-flag"]
+    assert [p.message.split(" ", 1)[0] for p in found] == list(typos)
+    assert found[0].message.endswith("; did you mean --max-running-requests?")
+    assert found[1].message.endswith("; did you mean --mem-fraction-static?")
+    assert found[2].message.endswith("; did you mean --context-length?")
+    assert "did you mean" not in found[3].message
+
+
 @pytest.mark.parametrize(("tokens", "message"), [
     (("--max-running-requests", "sixteen"),
      "--max-running-requests sixteen: SGLang 0.5.23 takes an integer"),

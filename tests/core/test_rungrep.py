@@ -87,6 +87,11 @@ def write(tmp_path: Path, data: bytes, name: str = "r0.log") -> Path:
 @example(pattern="01", size=4096, data=b"2026-01-01T00:00:01Z\tx\n")  # hits in the stamp only
 @example(pattern="x*", size=1, data=b"\n\n\tx\n")
 @example(pattern="x*", size=4096, data=b"a\tb")  # an empty match past the last line's end
+# literals of an alternation found in the block: lowercased (smart case), and as they are
+@example(pattern="^.*(error|warn)", size=4096,
+         data=b"t\tWARN: x\nt\terr\nerror\tno text\nt\ta ERROR\nt\twarn\n")
+@example(pattern="^[^#]*(ERROR|Warn)", size=7,
+         data=b"t\tWarn\nt\t#ERROR\nt\terror\nt\tx ERROR y\nWarn\t\n")
 def test_the_block_search_keeps_what_the_filter_keeps(tmp_path: Path, pattern: str, data: bytes,
                                                       size: int) -> None:
     line_filter = LineFilter.parse(pattern)

@@ -52,6 +52,12 @@ class FlagTable:
         """``SGLang 0.5.23``: how messages name the table."""
         return f"{ENGINE_LABELS.get(self.engine, self.engine)} {self.version}"
 
+    @property
+    def long_options(self) -> tuple[str, ...]:
+        """Every ``--`` spelling of every flag, sorted."""
+        options: tuple[str, ...] = self._options  # type: ignore[attr-defined]
+        return options
+
     def option(self, spelling: str) -> Flag | None:
         """The flag ``spelling`` (``--tp``, ``-tp``, ``--tp-size=4``'s ``--tp-size``) names."""
         found: Flag | None = self._by_option.get(spelling)  # type: ignore[attr-defined]
@@ -82,7 +88,7 @@ class FlagTable:
         return None, matches
 
     def _prefixes(self, spelling: str) -> tuple[str, ...]:
-        options: tuple[str, ...] = self._options  # type: ignore[attr-defined]
+        options = self.long_options
         start = bisect.bisect_left(options, spelling)
         found = []
         for option in options[start:]:
