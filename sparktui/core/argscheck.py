@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sparktui.core.engines import engine as engine_rules
+from sparktui.core.engines.argv import walk
 from sparktui.core.engines.dumps import ArgsDump
 from sparktui.core.engines.flagtable import Flag, FlagTable, load
 from sparktui.core.engines.reprread import Call, EnumValue, Raw, ReprError
@@ -139,25 +140,21 @@ def shown(value: object) -> str:
 class Given:
     """One flag of the command line with the text of its value(s)."""
 
-    flag: str
+    flag: str  # as written (an abbreviation stays one)
     values: tuple[str, ...]  # () for a switch
     secret: bool
     negated: bool = False  # --no-x
+    spec: Flag | None = None  # the flag the engine's parser takes it for; None: unknown
 
 
 def given_flags(command: Sequence[str], secret_at: frozenset[int],
                 table: FlagTable | None) -> list[Given]:
-    """The flags of ``command`` in order; a value is the next token unless it is a flag (the
-    table says how many a flag takes; unknown flags take one when the next token is no flag)."""
+    """The flags of ``command`` in order, read as the engine's parser reads them (the walk the
+    recipe's lint uses: abbreviations, ``--``, how many values a flag takes); an unknown flag
+    keeps the values after it, of which the first is compared."""
     out: list[Given] = []
-    i = 0
-    while i < len(command):
-        token = command[i]
-        if not token.startswith("-") or token in ("-", "--"):
-            i += 1
-            continue
-        name, eq, inline = token.partition("=")
-        flag = table.option(name) if table else None
+    for use in walk(table, command):
+        name, flag = use.spelling, use.flag
         # vLLM's BooleanOptionalAction lists "--no-x" among the flag's own spellings
         negated = flag is not None and flag.negatable and name.startswith("--no-") \
             and not flag.dest.startswith("no_")
@@ -165,36 +162,9 @@ def given_flags(command: Sequence[str], secret_at: frozenset[int],
             plain = table.option("--" + name[5:])
             if plain is not None and plain.kind == "bool":
                 flag, negated = plain, True
-        if eq:
-            out.append(Given(name, (inline,), i in secret_at, negated))
-            i += 1
-            continue
-        values: list[str] = []
-        j = i + 1
-        nargs = flag.nargs if flag is not None else None
-        many = nargs in ("+", "*")
-        takes = flag.takes_value if flag is not None else True
-        while takes and j < len(command) and not _is_flag(command[j]):
-            values.append(command[j])
-            j += 1
-            if not many:
-                break
-        secret = any(k in secret_at for k in range(i + 1, j))
-        out.append(Given(name, tuple(values), secret, negated))
-        i = j
+        secret = any(k in secret_at for k, _ in use.values)
+        out.append(Given(name, tuple(v for _, v in use.values), secret, negated, flag))
     return out
-
-
-def _is_flag(token: str) -> bool:
-    return token.startswith("--") or (token.startswith("-") and not _numeric(token))
-
-
-def _numeric(token: str) -> bool:
-    try:
-        float(token)
-    except ValueError:
-        return False
-    return True
 
 
 # -- comparing -----------------------------------------------------------------------------------
@@ -274,9 +244,7 @@ def _default(flag: Flag) -> object:
 
 def judge_flag(g: Given, table: FlagTable | None, dump: dict[str, object], complete: bool,
                expected: frozenset[str]) -> FlagVerdict:
-    flag = table.option(g.flag) if table else None
-    if flag is None and g.negated and table is not None:
-        flag = table.option("--" + g.flag[5:])
+    flag = g.spec
     dest = flag.dest if flag is not None else g.flag.lstrip("-").replace("-", "_")
     text = " ".join(g.values) if g.values else ("false" if g.negated else "true")
     given_shown = MASK if g.secret else _cut(text)

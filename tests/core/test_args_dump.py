@@ -276,3 +276,15 @@ def test_a_dump_cut_into_pieces_by_the_log_pump_is_read_whole() -> None:
     (end,) = [u for u in bc.finish(3) if u.check.kind == "args"]
     cut = bc.report(3)
     assert end.state == "failed" and cut is not None and "cut off after" in cut.reason
+
+
+def test_an_abbreviated_flag_is_read_as_the_engines_parser_reads_it() -> None:
+    """argparse takes a flag's unique prefix (both engines keep ``allow_abbrev``), and the
+    recipe's lint reads ``--max-running 16`` so; the args check called it unknown."""
+    line = SGLANG.replace("max_running_requests=16,", "max_running_requests=13,")
+    report = ArgsJudge("sglang", ("--max-running", "13", "--chunked-prefill=4096")).judge(line)
+    assert report is not None
+    by = {f.flag: f for f in report.flags}
+    assert by["--max-running"].field == "max_running_requests"
+    assert by["--max-running"].verdict == "took effect", report.summary()
+    assert by["--chunked-prefill"].field == "chunked_prefill_size"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sparktui.core.engines.flagtable import Flag, FlagTable, load
@@ -72,10 +73,11 @@ def table_for(engine: str, engine_flags: str | None,
     return load(engine, engine_flags)
 
 
-def walk(table: FlagTable, args: list[str], skip_demo: bool = False) -> list[FlagUse]:
+def walk(table: FlagTable | None, args: Sequence[str], skip_demo: bool = False) -> list[FlagUse]:
     """Each option of ``args`` with its values, consumed as argparse would: one value, none for
     a switch, every following non-option for ``+``/``*``, an optional one for ``?``. An unknown
-    option keeps the non-options after it (the parser's error would stop there anyway)."""
+    option keeps the non-options after it (the parser's error would stop there anyway); with no
+    table every option is unknown."""
     uses: list[FlagUse] = []
     i, n = 0, len(args)
     while i < n:
@@ -88,7 +90,7 @@ def walk(table: FlagTable, args: list[str], skip_demo: bool = False) -> list[Fla
         name, eq, inline = token.partition("=")
         flag: Flag | None = None
         ambiguous: tuple[str, ...] = ()
-        if not (skip_demo and name.startswith(DEMO_FLAGS)):
+        if table is not None and not (skip_demo and name.startswith(DEMO_FLAGS)):
             flag, ambiguous = table.resolve(name)
         j = i + 1
         if eq:
