@@ -21,7 +21,7 @@ from sparktui.core.engines import engine as engine_rules
 from sparktui.core.engines.argv import walk
 from sparktui.core.engines.dumps import ArgsDump
 from sparktui.core.engines.flagtable import Flag, FlagTable, load
-from sparktui.core.engines.reprread import Call, EnumValue, Raw, ReprError
+from sparktui.core.engines.reprread import Call, CutOff, EnumValue, Raw, ReprError
 from sparktui.core.redact import MASK
 
 Verdict = Literal["took effect", "differs", "unknown"]
@@ -67,15 +67,12 @@ class ArgsReport:
     version: str | None = None  # the engine's, as it printed it (SGLang prints none)
     table: str = ""  # the flag table's version the flags were read with
     reason: str = ""  # not reported: why
+    cut_off: bool = False  # the dump ended before its value did: a long line's first piece
+    absent: bool = False  # no dump came by the boot's end (a late one still decides)
 
     @property
     def reported(self) -> bool:
         return not self.reason
-
-    @property
-    def cut_off(self) -> bool:
-        """The dump ended before its value did: a long line's first piece."""
-        return "cut off after" in self.reason
 
     @property
     def passed(self) -> bool:
@@ -306,7 +303,8 @@ class ArgsJudge:
         try:
             dump = self.dump_spec.read(text)
         except ReprError as exc:
-            return ArgsReport(version=version, table=tv, reason=f"the dump could not be read: {exc}")
+            return ArgsReport(version=version, table=tv, reason=f"the dump could not be read: {exc}",
+                              cut_off=isinstance(exc, CutOff))
         if dump is None:
             return None
         flags = given_flags(self.command, self.secret_at, table)
@@ -315,7 +313,8 @@ class ArgsJudge:
 
 
 def not_reported(version: str | None = None) -> ArgsReport:
-    return ArgsReport(version=version, reason="no dump of the arguments by the end of the boot")
+    return ArgsReport(version=version, reason="no dump of the arguments by the end of the boot",
+                      absent=True)
 
 
 @dataclass

@@ -129,7 +129,7 @@ class BootChecks:
     def _args_open(self, st: CheckStatus) -> bool:
         """Undecided (a cut dump waits for its pieces), or failed as not reported at the boot's
         end (a late dump decides it)."""
-        return st.state == "pending" or st.report is None or st.report.reason.startswith("no dump")
+        return st.state == "pending" or st.report is None or st.report.absent
 
     def _args_line(self, rank: int, st: CheckStatus, line_no: int, text: str) -> CheckState | None:
         report = self.args.line(rank, text)

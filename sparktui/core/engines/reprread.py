@@ -21,6 +21,10 @@ class _Limit(ReprError):
     """Past a limit, or at the end of the text: no value is kept raw after it."""
 
 
+class CutOff(_Limit):
+    """The text ended inside a value: a dump's first piece, or a truncated one."""
+
+
 @dataclass(frozen=True)
 class Call:
     """``Name(arg, key=value)``: a dataclass's or a class's repr."""
@@ -63,7 +67,7 @@ class _Reader:
 
     def fail(self, why: str) -> ReprError:
         if self.i >= len(self.s):
-            return _Limit(f"cut off after {len(self.s)} characters ({why})")
+            return CutOff(f"cut off after {len(self.s)} characters ({why})")
         return ReprError(f"{why} at character {self.i}")
 
     def peek(self) -> str:
