@@ -85,6 +85,7 @@ def write(tmp_path: Path, data: bytes, name: str = "r0.log") -> Path:
 @example(pattern=r"a\sb", size=4096, data=b"x\ta\x1cb\nx\ta b\nx\tab\n")  # a Unicode space
 @example(pattern="^b", size=7, data=b"2026\tab\n2026\tba\nb\n")  # ^ is the text's start, not the line's
 @example(pattern="01", size=4096, data=b"2026-01-01T00:00:01Z\tx\n")  # hits in the stamp only
+@example(pattern="!\\B", size=1, data=b"0\n")  # \B matches the empty text of a line without a tab
 @example(pattern="x*", size=1, data=b"\n\n\tx\n")
 @example(pattern="x*", size=4096, data=b"a\tb")  # an empty match past the last line's end
 # literals of an alternation found in the block: lowercased (smart case), and as they are
