@@ -162,7 +162,7 @@ def test_no_cut_splits_a_secret_whatever_the_chunks() -> None:
         cutter = LineCutter(24, whole=[secret.encode()])
         out = [text for chunk in cut_at(positions, data) for text in cutter.feed(chunk)]
         out += cutter.close()
-        assert joined(out) == [line, "zzz" + secret, ""][:len(joined(out))]
+        assert joined(out) == [line, "zzz" + secret]
         pieces = [t.removeprefix(CONTINUED) for t in out]
         assert sum(p.count(secret) for p in pieces) == 6, (positions, out)
         assert all(len(p.encode()) <= 24 for p in pieces)
