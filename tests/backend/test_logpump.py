@@ -8,6 +8,7 @@ import itertools
 import random
 import threading
 import time
+from collections.abc import Callable
 
 from sparktui.agents.local_shim import CONTINUED, LineCutter
 from sparktui.backend.logpump import FrameLines, Handoff
@@ -104,6 +105,14 @@ def test_frames_lose_their_timestamps_and_keep_the_first() -> None:
                 ("2026-01-01T00:00:09.000000000Z", "next")], (i, j)  # docker trims zeros
 
 
+async def until(what: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Poll the reader thread's progress from the loop (a slow box starts threads late)."""
+    end = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < end, "the reader thread made no progress"
+        await asyncio.sleep(0.01)
+
+
 async def test_the_reader_waits_for_room_and_the_loop_never_waits() -> None:
     handoff = Handoff(asyncio.get_running_loop(), limit=100)
     put: list[int] = []
@@ -117,7 +126,8 @@ async def test_the_reader_waits_for_room_and_the_loop_never_waits() -> None:
     thread = threading.Thread(target=reader)
     started = time.monotonic()
     thread.start()
-    await asyncio.sleep(0.3)
+    await until(lambda: len(put) >= 2)
+    await asyncio.sleep(0.3)  # time for a third put, were there room for it
     assert put == [0, 1]  # 100 characters held: the third put waits
     got: list[str] = []
     while (batch := await handoff.take()) is not None:
@@ -130,10 +140,15 @@ async def test_the_reader_waits_for_room_and_the_loop_never_waits() -> None:
 async def test_a_waiting_reader_stops_when_the_consumer_leaves() -> None:
     handoff = Handoff(asyncio.get_running_loop(), limit=10)
     answers: list[bool] = []
-    thread = threading.Thread(target=lambda: answers.extend(
-        handoff.put([("ts", "x" * 10)]) for _ in range(3)))
+
+    def reader() -> None:
+        for _ in range(3):
+            answers.append(handoff.put([("ts", "x" * 10)]))
+
+    thread = threading.Thread(target=reader)
     thread.start()
-    await asyncio.sleep(0.2)
+    await until(lambda: answers == [True])
+    await asyncio.sleep(0.2)  # the second put is waiting for room
     handoff.close()
     thread.join(5)
     assert answers == [True, False, False]
