@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sparktui.core.controls import visible, visible_bytes
@@ -17,6 +17,7 @@ TEXT = st.text(st.sampled_from(["a", " ", "\t", "\n", "\x1b", "\x00", "\x7f", "\
 FORMAT = ("Cf", "Zl", "Zp")
 
 
+@settings(deadline=None)  # a 2-core CI box shared with other work: no per-example budget
 @given(TEXT)
 @example("plain ascii, tab\tand newline\n")
 @example("° ± µ: Latin-1 after \\xc2, no control")
