@@ -8,6 +8,7 @@ import re
 from functools import cache
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +16,7 @@ from sparktui.core.argscheck import ArgsJudge
 from sparktui.core.checks import BootChecks, args_judge
 from sparktui.core.cluster import load_cluster_text
 from sparktui.core.engines.reprread import MAX_DEPTH, MAX_TEXT, Call, EnumValue, Raw, ReprError, read
+from sparktui.core.errors import RecipeError
 from sparktui.core.plan import Plan, build_plan
 from sparktui.core.recipe import load_recipe, load_recipe_text
 from sparktui.core.redact import MASK
@@ -203,19 +205,13 @@ def test_args_warn_and_ignore() -> None:
 
 def test_a_bad_args_mode_is_refused_with_did_you_mean(tmp_path: Path) -> None:
     bad = SEED.read_text().replace("[boot]", '[boot]\nargs = "chek"', 1)
-    try:
+    with pytest.raises(RecipeError) as caught:  # the recipe error with the file's line
         load_recipe_text(bad)
-    except Exception as exc:  # the recipe error with the file's line
-        assert "check" in str(exc) and "args" in str(exc)
-    else:
-        raise AssertionError("accepted args = 'chek'")
+    assert "boot.args: " in str(caught.value) and "did you mean 'check'?" in str(caught.value)
     typo = SEED.read_text().replace("[boot]", '[boot]\nargs_expect = ["--x"]', 1)
-    try:
+    with pytest.raises(RecipeError) as caught:
         load_recipe_text(typo)
-    except Exception as exc:
-        assert "args_expected" in str(exc)
-    else:
-        raise AssertionError("accepted args_expect")
+    assert "did you mean 'args_expected'?" in str(caught.value)
 
 
 MUTATIONS = st.lists(st.tuples(st.integers(0, len(SGLANG) - 1),
