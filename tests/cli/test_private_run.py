@@ -13,9 +13,11 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -52,13 +54,32 @@ def readable_by_nobody(paths: list[Path]) -> list[str]:
 
 
 def follow_briefly(env: dict[str, str], recipe: Path) -> str:
-    """``sparktui logs -f`` for a few seconds, then Ctrl-C: what it printed."""
+    """``sparktui logs -f`` for a few seconds and until it has printed the engine's dump of its
+    arguments (a busy box starts it late), then Ctrl-C: what it printed."""
     proc = subprocess.Popen([sys.executable, "-m", "sparktui", "logs", str(recipe), "-f"], cwd=ROOT,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(4)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
-    return (out + err).decode("utf-8", "replace")
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    out: list[bytes] = []
+
+    def read(stream: IO[bytes]) -> None:
+        for line in iter(stream.readline, b""):
+            out.append(line)
+
+    reader = threading.Thread(target=read, args=(proc.stdout,), daemon=True)
+    reader.start()
+    started = time.monotonic()
+    try:
+        while time.monotonic() < started + 60 and (
+                time.monotonic() < started + 4 or not any(b"ServerArgs(" in line for line in out)):
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:  # no process outlives the test
+            proc.kill()
+            proc.wait()
+    reader.join(10)
+    return b"".join(out).decode("utf-8", "replace")
 
 
 def leaks(root: Path) -> list[Path]:
