@@ -23,6 +23,7 @@ from sparktui.ui.app import SparkApp
 from sparktui.ui.options import ConsoleOptions
 from sparktui.ui.screens.main_screen import MainScreen
 from tests.conftest import CLUSTER4, RECIPES, ROOT
+from tests.runner import sparktui_run
 
 DEMO = "demo-tp4"
 FIXED_CLOCK = 1_000.0
@@ -36,6 +37,12 @@ async def wait_for(pilot: Pilot[None], what: Callable[[], bool], timeout: float 
         if time.monotonic() > end:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {why or what}")
         await pilot.pause(0.1)
+
+
+def sparktui(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``sparktui *args`` in a new process with this test's state folder (the suite's autouse
+    fixture puts it in the environment, where the app under test reads it); never a traceback."""
+    return sparktui_run(dict(os.environ), timeout)(*args)
 
 
 def main_screen(app: SparkApp) -> MainScreen:

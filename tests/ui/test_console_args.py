@@ -4,26 +4,18 @@ with the demo told to clamp ``--max-running-requests`` on rank 2 the row shows b
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 from sparktui.config import state_dir
 from sparktui.ui.app import SparkApp
 from sparktui.ui.options import ConsoleOptions
 from sparktui.ui.widgets.checks_panel import ChecksPanel
-from tests.conftest import RECIPES, ROOT
-from tests.ui.conftest import wait_for
+from tests.conftest import RECIPES
+from tests.ui.conftest import sparktui, wait_for
 
 SIZE = (160, 48)
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sparktui", *args], cwd=ROOT, env=dict(os.environ),
-                          capture_output=True, text=True, timeout=120)
 
 
 def args_rows(panel: ChecksPanel) -> dict[int, tuple[str, list[str]]]:
@@ -77,14 +69,14 @@ async def test_demo_tp4_every_rank_args_took_effect() -> None:
             m = re.fullmatch(rf"r{rank} (\d+)/(\d+) took effect", text)
             assert m and m[1] == m[2] and int(m[1]) >= 11, text  # args + the launcher's flags
             assert marks[rank] == "✓" and all(mk == "" for r, mk in enumerate(marks) if r != rank)
-        status = cli("status", "demo-tp4")
+        status = sparktui("status", "demo-tp4")
         assert status.returncode == 0, status.stderr
         for rank in range(4):
             m = re.search(rf"^rank {rank} args (\d+)/(\d+) took effect$", status.stdout, re.M)
             assert m and m[1] == m[2], status.stdout
         assert "check failed" not in status.stdout
     finally:
-        cli("down", "demo-tp4")
+        sparktui("down", "demo-tp4")
 
 
 async def test_the_demos_clamp_shows_in_the_checks_panel(tmp_path: Path) -> None:
@@ -107,8 +99,8 @@ async def test_the_demos_clamp_shows_in_the_checks_panel(tmp_path: Path) -> None
         assert m and int(m[1]) == int(m[2]) - 1, text2
         assert marks2[2] == "✗"
         assert all(rows[r][1][r] == "✓" and "·" not in rows[r][0] for r in (0, 1, 3))
-        status = cli("status", str(folder))
+        status = sparktui("status", str(folder))
         assert "check failed: args on rank 2: " in status.stdout, status.stdout
         assert "1 differs: max_running_requests 16 -> 13" in status.stdout
     finally:
-        cli("down", str(folder))
+        sparktui("down", str(folder))

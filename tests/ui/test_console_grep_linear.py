@@ -6,10 +6,7 @@ measured from the key event to the first frame that shows it, as ``bench/grep.py
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,28 +20,22 @@ from sparktui.ui.app import SparkApp
 from sparktui.ui.logstore import TEXT
 from sparktui.ui.options import ConsoleOptions
 from tests.backend.test_local_patterns import hostile_recipe, prints
-from tests.conftest import ROOT
-from tests.ui.conftest import wait_for
+from tests.ui.conftest import sparktui, wait_for
 
 SLUG = "demo-aaa"
 A_LINES = 3  # per rank, 24 "a" and a "!" each
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sparktui", *args], cwd=ROOT, env=dict(os.environ),
-                          capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture
 def recipes(tmp_path: Path) -> Iterator[Path]:
     folder = tmp_path / "recipes"
     hostile_recipe(folder / SLUG, prints(A_LINES, 24), check=False)
-    up = cli("up", "--recipes", str(folder), SLUG, "--wait")
+    up = sparktui("up", "--recipes", str(folder), SLUG, "--wait")
     assert up.returncode == 0, up.stderr
     try:
         yield folder
     finally:
-        cli("down", "--recipes", str(folder), SLUG)
+        sparktui("down", "--recipes", str(folder), SLUG)
 
 
 async def test_keys_reach_the_screen_while_a_backtracking_grep_runs(recipes: Path) -> None:

@@ -4,9 +4,6 @@ fixed ports, run it in a private network namespace)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from textual.geometry import Region
@@ -15,9 +12,8 @@ from sparktui.config import state_dir
 from sparktui.ui.app import SparkApp
 from sparktui.ui.logstore import TEXT
 from sparktui.ui.options import ConsoleOptions
-from tests.conftest import ROOT
 from tests.runner import secret_demo
-from tests.ui.conftest import wait_for
+from tests.ui.conftest import sparktui, wait_for
 
 API_KEY = "sk-console-secret-5150"
 HF_TOKEN = "hf_console_token_6161"
@@ -46,5 +42,4 @@ async def test_the_log_view_shows_the_mask_never_the_secrets(tmp_path: Path) -> 
             for text in ("\n".join(kept), painted, screen):
                 assert API_KEY not in text and HF_TOKEN not in text
     finally:
-        subprocess.run([sys.executable, "-m", "sparktui", "down", str(recipe)], cwd=ROOT,
-                       env=dict(os.environ), capture_output=True, timeout=60)
+        sparktui("down", str(recipe), timeout=60)
