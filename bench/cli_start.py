@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SEED = ROOT / "sparktui" / "recipes" / "dsv41-flash-4x-mia"
+SEED = ROOT / "recipes" / "dsv41-flash-4x-mia"
 sys.path.insert(0, str(ROOT))
 
 from bench.wheel import compiled  # noqa: E402

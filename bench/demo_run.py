@@ -20,7 +20,7 @@ def demo_recipe(folder: Path, slug: str, edits: list[tuple[str, str]], who: str)
     """``recipes/demo-tp4`` with ``edits`` (each text found exactly once, or the bench stops
     naming it: a changed demo recipe must not quietly bench something else), written as
     ``folder/slug``; returns ``folder``."""
-    text = (ROOT / "sparktui" / "recipes" / "demo-tp4" / "recipe.toml").read_text()
+    text = (ROOT / "recipes" / "demo-tp4" / "recipe.toml").read_text()
     for old, new in edits:
         if text.count(old) != 1:
             raise SystemExit(f"{who}: recipes/demo-tp4/recipe.toml changed: {old.strip()!r} "

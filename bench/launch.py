@@ -49,7 +49,7 @@ READY_LINES = ("The server is fired up and ready to roll!", "Worker ready; servi
 
 
 def instant_recipe(folder: Path) -> Path:
-    text = (ROOT / "sparktui" / "recipes" / "demo-tp4" / "recipe.toml").read_text()
+    text = (ROOT / "recipes" / "demo-tp4" / "recipe.toml").read_text()
     text = text.replace('"--demo-boot-seconds", "2"', '"--demo-boot-seconds", "0"')
     (folder / "bench-instant").mkdir(exist_ok=True)
     path = folder / "bench-instant" / "recipe.toml"

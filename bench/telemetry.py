@@ -62,7 +62,7 @@ def cpu() -> tuple[float, float]:
 
 
 async def measure(local: bool, seconds: float) -> None:
-    recipe = load_recipe(ROOT / "sparktui" / "recipes" / "demo-tp4" / "recipe.toml")
+    recipe = load_recipe(ROOT / "recipes" / "demo-tp4" / "recipe.toml")
     cluster = local_cluster(8) if local else load_cluster_text(testbed_cluster_text())
     recipe_spec = recipe.spec.model_copy(update={"required_nodes": 8, "tensor_parallel_size": 8})
     recipe8 = type(recipe)(spec=recipe_spec, source=recipe.source, slug=recipe.slug)

@@ -12,6 +12,7 @@ pip compiles the wheel's bytecode as it installs it, as for a user.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -49,8 +50,11 @@ def install(wheel: Path, venv: Path) -> Path:
     purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              capture_output=True, text=True, check=True).stdout.strip()
     Path(purelib, "_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # without PYTHONPATH: a checkout on it that holds a sparktui.egg-info (an editable install
+    # writes one) looks like sparktui already installed, and pip would skip the wheel
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     inst = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps",
-                           "--no-index", "-q", str(wheel)], capture_output=True, text=True)
+                           "--no-index", "-q", str(wheel)], capture_output=True, text=True, env=env)
     if inst.returncode:
         raise RuntimeError(f"pip install {wheel.name} failed:\n{inst.stderr[-3000:]}")
     return py

@@ -16,13 +16,19 @@ APP = "sparktui"
 
 
 def shipped(name: str) -> Path:
-    """A folder shipped inside the package (``recipes``, ``themes``, ``schema``): found the
-    same way in a source checkout and in an installed wheel: beside this module, where every
-    install puts it (importlib.resources, a few ms to import on the path of ``sparktui logs``,
-    only for a package that is not a folder, say a zip)."""
-    here = Path(__file__).parent / name
-    if here.is_dir():
-        return here
+    """A folder sparktui ships (``recipes``, ``themes``, ``schema``), found the same way in an
+    installed wheel, an editable install and a source checkout: inside the package, where the
+    wheel puts it (``recipes/`` and ``themes/`` are top-level folders of the repository that
+    the build maps in, setup.py), else beside the package in the checkout that holds it (the
+    one with ``pyproject.toml``). importlib.resources (a few ms to import on the path of
+    ``sparktui logs``) only for a package that is not a folder, say a zip."""
+    package = Path(__file__).parent
+    inside = package / name
+    if inside.is_dir():
+        return inside
+    checkout = package.parent
+    if (checkout / name).is_dir() and (checkout / "pyproject.toml").is_file():
+        return checkout / name
     from importlib.resources import files
 
     return Path(str(files("sparktui").joinpath(name)))
@@ -71,15 +77,20 @@ def _xdg_dir(variable: str, default: str) -> str | None:
 
 
 def recipes_dirs(explicit: Path | None = None) -> list[Path]:
-    """``--recipes``, else ``$SPARKTUI_RECIPES``, ``./recipes``, the user's and the shipped ones."""
+    """``--recipes``, else ``$SPARKTUI_RECIPES``, ``./recipes``, the user's and the shipped ones.
+    In a checkout's root ``./recipes`` is the shipped folder: it keeps its place, last, so the
+    user's recipes hide the shipped ones there as anywhere else."""
     if explicit is not None:
         return [explicit]
     found: list[Path] = []
     env = os.environ.get("SPARKTUI_RECIPES")
     candidates = [Path(env)] if env else []
-    candidates += [Path.cwd() / "recipes", config_dir() / "recipes", shipped("recipes")]
+    here, own = Path.cwd() / "recipes", shipped("recipes")
+    candidates += [here, config_dir() / "recipes", own]
     for c in candidates:
         resolved = c.expanduser().resolve()
+        if c is here and resolved == own.resolve():
+            continue
         if resolved.is_dir() and resolved not in found:
             found.append(resolved)
     return found

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-RECIPES = ROOT / "sparktui" / "recipes"
+RECIPES = ROOT / "recipes"
 SEED = RECIPES / "dsv41-flash-4x-mia" / "recipe.toml"
 DATA = Path(__file__).resolve().parent / "data"
 CLUSTER4 = DATA / "cluster-4.toml"

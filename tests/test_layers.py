@@ -196,3 +196,74 @@ def test_agent_runs_as_a_lone_file(name: str, tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("usage:")
+
+
+def _module_of(rel: Path) -> str:
+    """``sparktui/cli/ops.py`` -> ``sparktui.cli.ops``; a package's ``__init__`` is the package."""
+    parts = list(rel.with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(sources: dict[Path, str]) -> dict[str, set[str]]:
+    """Module -> the modules of ``sources`` it imports (lazy ones too, as for the layers):
+    ``from sparktui.cli import render`` reaches the module ``sparktui.cli.render``."""
+    modules = {_module_of(rel): rel for rel in sources}
+    graph: dict[str, set[str]] = {}
+    for module, rel in modules.items():
+        reached = graph[module] = set()
+        for node in ast.walk(ast.parse(sources[rel], filename=str(rel))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target, name in _targets(rel, node):
+                    found = next((m for m in (f"{target}.{name}", target) if m in modules), None)
+                    if found is not None and found != module:
+                        reached.add(found)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every group of modules that import each other round (Tarjan's strongly connected
+    components of more than one module), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in sorted(graph[module]):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            group = stack[stack.index(module):]
+            del stack[stack.index(module):]
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_import_circle() -> None:
+    """Two modules that import each other, even lazily, are one thing in two files, or a
+    piece that belongs to neither (issue 25: ``cli/logs.py`` and ``cli/ops.py`` were)."""
+    graph = import_graph({rel: (ROOT / rel).read_text() for rel in _sources()})
+    assert graph["sparktui.cli.ops"], "the scan sees no imports"
+    assert circles(graph) == []
+
+
+def test_the_circle_check_sees_a_circle() -> None:
+    sources = {
+        Path("sparktui/cli/__init__.py"): "def f():\n    from sparktui.cli import c\n",
+        Path("sparktui/cli/a.py"): "from sparktui.cli import b\n",
+        Path("sparktui/cli/b.py"): "def g():\n    from sparktui.cli.a import x\n",
+        Path("sparktui/cli/c.py"): "from sparktui.cli import parser\n",
+        Path("sparktui/cli/d.py"): "from sparktui.cli import a, c\n",
+    }
+    assert circles(import_graph(sources)) == [["sparktui.cli", "sparktui.cli.c"],
+                                              ["sparktui.cli.a", "sparktui.cli.b"]]

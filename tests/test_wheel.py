@@ -58,23 +58,20 @@ def test_the_wheel_is_what_runs(run: Run, installed: tuple[Path, Path]) -> None:
     assert version.returncode == 0 and version.stdout.startswith("sparktui "), version
 
 
-def test_commands_from_another_folder(run: Run) -> None:
-    overview = run("sparktui", "overview")
-    assert overview.returncode == 0, overview.stderr
-    assert "demo-tp4" in overview.stdout and "dsv41-flash-4x-mia" in overview.stdout
-    assert "(none found)" not in overview.stdout
-    plan = run("sparktui", "plan", "demo-tp4")
-    assert plan.returncode == 0, plan.stderr
-    assert "sparktui.demo.engine" in plan.stdout
-    schema = run("sparktui", "schema")
-    assert json.loads(schema.stdout)["title"] == "sparktui recipe"
-    try:
-        up = run("sparktui", "up", "demo-tp4", "--wait", timeout=180)
-        assert up.returncode == 0, up.stdout + up.stderr
-        assert "ready: 4 ranks" in up.stdout
-    finally:
-        down = run("sparktui", "down", "demo-tp4")
-    assert down.returncode == 0, down.stderr
+def test_the_top_level_folders_are_package_data(run: Run, installed: tuple[Path, Path]) -> None:
+    """``recipes/`` and ``themes/`` of the checkout's top level are in the wheel's package, file
+    for file, and found there (not in a checkout)."""
+    venv, _ = installed
+    found = run("python", "-c", "from sparktui.config import shipped\n"
+                "for name in ('recipes', 'themes', 'schema'): print(name, shipped(name))")
+    folders = dict(line.split(" ", 1) for line in found.stdout.splitlines())
+    assert set(folders) == {"recipes", "themes", "schema"}, found.stdout + found.stderr
+    for name, where in folders.items():
+        folder = Path(where)
+        assert folder.is_relative_to(venv) and folder.parts[-2:] == ("sparktui", name), folder
+        if name != "schema":
+            ours = sorted(p.relative_to(ROOT / name) for p in (ROOT / name).rglob("*.toml"))
+            assert ours and sorted(p.relative_to(folder) for p in folder.rglob("*.toml")) == ours, name
 
 
 CONSOLE = """
@@ -104,6 +101,6 @@ def test_the_console_opens_on_the_demo(run: Run) -> None:
     seen = json.loads(res.stdout.strip().splitlines()[-1])
     assert seen["open"] == "demo-tp4"
     assert {"demo-tp4", "demo-vllm-tp4", "dsv41-flash-4x-mia"} <= set(seen["recipes"])
-    shipped = {p.stem for p in (ROOT / "sparktui" / "themes").glob("*.toml")}
+    shipped = {p.stem for p in (ROOT / "themes").glob("*.toml")}
     assert shipped and shipped <= set(seen["themes"])
     assert seen["theme"] == "sparktui-dark"

@@ -294,7 +294,7 @@ def _image(p: argparse.ArgumentParser) -> None:
 def _completion(p: argparse.ArgumentParser) -> None:
     from sparktui.cli import completion  # standard library only
 
-    completion.arguments(p)
+    completion.arguments(p, parser)
 
 
 @verb("schema", "print the JSON Schema of the recipe format")

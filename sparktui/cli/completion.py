@@ -9,8 +9,10 @@ which lists the recipes folders without loading any recipe.
 from __future__ import annotations
 
 import argparse
+import functools
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 SHELLS = ("bash", "zsh", "fish")
@@ -190,14 +192,13 @@ def _fish(verbs: dict[str, list[str]], with_recipe: set[str], nested: dict[str, 
     return "\n".join(lines) + "\n"
 
 
-def cmd_completion(args: argparse.Namespace) -> int:
-    from sparktui.cli import parser
-
-    sys.stdout.write(script(args.shell, parser()))
+def cmd_completion(args: argparse.Namespace, whole: Callable[[], argparse.ArgumentParser]) -> int:
+    sys.stdout.write(script(args.shell, whole()))
     return 0
 
 
-def arguments(p: argparse.ArgumentParser) -> None:
-    """The verb's arguments (``sparktui.cli`` declares the verb)."""
+def arguments(p: argparse.ArgumentParser, whole: Callable[[], argparse.ArgumentParser]) -> None:
+    """The verb's arguments. ``sparktui.cli`` declares the verb and hands over ``whole``, the
+    parser of every verb that the script describes: nothing here imports the package back."""
     p.add_argument("shell", choices=SHELLS)
-    p.set_defaults(func=cmd_completion)
+    p.set_defaults(func=functools.partial(cmd_completion, whole=whole))

@@ -5,7 +5,8 @@ A run that ended (``down`` removed every container: the run's events say so) is 
 from its files: nothing can add a line, so there is nothing to connect to, and this module
 imports no more than it needs for that (no recipe models, Rich or backend; ``bench/grep.py``
 measures the whole command against ``grep -E``). Any other run is caught up from its containers
-first, through the Orchestrator (``sparktui.cli.ops``), then read the same way.
+first, through the Orchestrator (``sparktui.cli.ops``, imported only then: this module needs
+it, it needs nothing from here), then read the same way.
 """
 
 from __future__ import annotations
@@ -15,11 +16,15 @@ import sys
 from collections.abc import Iterable
 
 from sparktui.core.blockgrep import BlockSearch
-from sparktui.core.controls import visible_bytes
+from sparktui.core.controls import visible, visible_bytes
 from sparktui.core.errors import SparkError
 from sparktui.core.linefilter import LineFilter
 from sparktui.core.rungrep import Found, merge_found, norm_ts
 from sparktui.core.runstore import Run
+
+TYPE_CHECKING = False  # ``typing`` is not imported on the path of an ended run (2 ms)
+if TYPE_CHECKING:
+    from sparktui.backend.events import Event
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
@@ -33,9 +38,52 @@ def cmd_logs(args: argparse.Namespace) -> int:
                       raw=args.raw)
             args.leave_at_once = True  # nothing to close: the process may end without teardown
             return 0
-    from sparktui.cli.ops import logs_attached  # connects: the backend
-
     return logs_attached(args, search, cutoff)
+
+
+def logs_attached(args: argparse.Namespace, search: BlockSearch, cutoff: bytes | None) -> int:
+    """``sparktui logs`` of a run whose containers may still write: connected, caught up from
+    them, then read as a run that ended is (``print_run``); ``--follow`` goes on live."""
+    import asyncio
+
+    from sparktui.backend.events import LogBatch
+    from sparktui.cli.ops import _opened, _run, not_yours  # connects: the backend
+
+    line_filter = search.line_filter
+
+    def wanted(rank: int, ts: str, text: str) -> bool:
+        if args.rank is not None and rank != args.rank:
+            return False
+        if cutoff and norm_ts(ts).encode() < cutoff:
+            return False
+        return line_filter.matches(text)
+
+    async def go() -> int:
+        async with _opened(args, attach=True) as orch:
+            run: Run | None = orch.run or orch.store.latest(orch.recipe.slug)
+            if run is None:
+                raise SparkError(f"no run of {orch.recipe.slug} of yours yet{not_yours(orch)}: "
+                                 "start one with sparktui up")
+            print_run(run, search, rank=args.rank, cutoff=cutoff, timestamps=args.timestamps,
+                      raw=args.raw)
+            if not args.follow:
+                return 0
+
+            def live(event: Event) -> None:
+                if isinstance(event, LogBatch):
+                    for _no, ts, text in event.lines:
+                        if wanted(event.rank, ts, text):
+                            stamp = f"{norm_ts(ts)[11:23]} " if args.timestamps else ""
+                            sys.stdout.write(f"r{event.rank} {stamp}{text if args.raw else visible(text)}\n")
+                    sys.stdout.flush()
+            orch.subscribe(live)
+            orch.start_following()
+            while True:
+                await asyncio.sleep(3600)
+    try:
+        return _run(go())
+    except KeyboardInterrupt:
+        return 0
 
 
 def since_cutoff(since: str | None) -> bytes | None:

@@ -6,28 +6,23 @@ import argparse
 import asyncio
 import contextlib
 import json
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from rich.console import Console
 from rich.progress import TaskID
 
-from sparktui.backend.events import Event, LogBatch, NodeChanged, Notice, RankChanged, StagingProgress
+from sparktui.backend.events import Event, NodeChanged, Notice, RankChanged, StagingProgress
 from sparktui.backend.orchestrator import LaunchOrder, Orchestrator
 from sparktui.backend.owners import held_groups
 from sparktui.backend.sshaccess import access_problems
 from sparktui.backend.watchdog import summary as watchdog_summary
 from sparktui.cli import exits, render
-from sparktui.cli.logs import print_run
 from sparktui.cli.recipes import load_plan
 from sparktui.cli.render import STATE_STYLE, plain
 from sparktui.config import state_dir
-from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.controls import visible
 from sparktui.core.errors import ConfigError, SparkError
-from sparktui.core.rungrep import norm_ts
-from sparktui.core.runstore import Run
 from sparktui.core.timing import mark
 from sparktui.core.units import format_bytes
 
@@ -301,46 +296,6 @@ def cmd_smoke(args: argparse.Namespace) -> int:
             out.print(plain((result.text, "dim")))
         return 0
     return _run(go())
-
-
-def logs_attached(args: argparse.Namespace, search: BlockSearch, cutoff: bytes | None) -> int:
-    """``sparktui logs`` of a run whose containers may still write: connected, caught up from
-    them, then read as a run that ended is (``cli/logs.py``); ``--follow`` goes on live."""
-    line_filter = search.line_filter
-
-    def wanted(rank: int, ts: str, text: str) -> bool:
-        if args.rank is not None and rank != args.rank:
-            return False
-        if cutoff and norm_ts(ts).encode() < cutoff:
-            return False
-        return line_filter.matches(text)
-
-    async def go() -> int:
-        async with _opened(args, attach=True) as orch:
-            run: Run | None = orch.run or orch.store.latest(orch.recipe.slug)
-            if run is None:
-                raise SparkError(f"no run of {orch.recipe.slug} of yours yet{not_yours(orch)}: "
-                                 "start one with sparktui up")
-            print_run(run, search, rank=args.rank, cutoff=cutoff, timestamps=args.timestamps,
-                      raw=args.raw)
-            if not args.follow:
-                return 0
-
-            def live(event: Event) -> None:
-                if isinstance(event, LogBatch):
-                    for _no, ts, text in event.lines:
-                        if wanted(event.rank, ts, text):
-                            stamp = f"{norm_ts(ts)[11:23]} " if args.timestamps else ""
-                            sys.stdout.write(f"r{event.rank} {stamp}{text if args.raw else visible(text)}\n")
-                    sys.stdout.flush()
-            orch.subscribe(live)
-            orch.start_following()
-            while True:
-                await asyncio.sleep(3600)
-    try:
-        return _run(go())
-    except KeyboardInterrupt:
-        return 0
 
 
 def not_yours(orch: Orchestrator) -> str:

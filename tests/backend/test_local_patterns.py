@@ -25,7 +25,7 @@ def prints(lines: int, size: int) -> str:
 def hostile_recipe(folder: Path, script: str, *, check: bool = True) -> Path:
     """demo-tp4 whose ranks run ``script`` before the demo engine, with a boot timeout of
     ``BOOT_TIMEOUT_S`` and (``check``) ``re:(a+)+$`` as a must-not-show line."""
-    text = (ROOT / "sparktui" / "recipes" / "demo-tp4" / "recipe.toml").read_text()
+    text = (ROOT / "recipes" / "demo-tp4" / "recipe.toml").read_text()
     entry = 'entrypoint = ["python3", "-m", "sparktui.demo.engine"]'
     assert entry in text and 'timeout = "2m"' in text
     shell = json.dumps(f'{script}; exec python3 -m sparktui.demo.engine "$@"')

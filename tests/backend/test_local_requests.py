@@ -15,7 +15,7 @@ from tests.runner import Cli, listening, raw_get, socket_inodes
 
 __all__ = ["cli"]  # the fixture: a state folder of the test's own, demo-tp4 down after
 
-RECIPE = "sparktui/recipes/demo-tp4"
+RECIPE = "recipes/demo-tp4"
 PORTS = [30000 + rank for rank in range(4)]  # the recipe's port + each local node's offset
 TB = "Traceback (most recent call last):"
 

@@ -18,34 +18,34 @@ from tests.runner import Cli, local_env, sparktui_run
 def cli(tmp_path: Path) -> Iterator[Cli]:
     run = sparktui_run(local_env(tmp_path))
     yield run
-    run("down", "sparktui/recipes/demo-tp4")
+    run("down", "recipes/demo-tp4")
 
 
 def test_demo_tp4_reaches_ready_on_local_cluster(cli) -> None:  # type: ignore[no-untyped-def]
-    up = cli("up", "sparktui/recipes/demo-tp4", "--wait")
+    up = cli("up", "recipes/demo-tp4", "--wait")
     assert up.returncode == 0, up.stderr
     assert "ready: 4 ranks" in up.stdout
-    status = json.loads(cli("status", "sparktui/recipes/demo-tp4", "--json").stdout)
+    status = json.loads(cli("status", "recipes/demo-tp4", "--json").stdout)
     assert [r["state"] for r in status["ranks"]] == ["ready"] * 4
     assert [r["health"] for r in status["ranks"]] == [200] * 4
     for r in status["ranks"]:
         assert r["checks"]["failed"] == 0 and r["checks"]["pending"] == 0
-    smoke = cli("smoke", "sparktui/recipes/demo-tp4")
+    smoke = cli("smoke", "recipes/demo-tp4")
     assert smoke.returncode == 0, smoke.stderr
     assert re.search(r"smoke ok: demo-tp4: \d+ tokens, first after \d+ ms, decode [\d.]+ tok/s", smoke.stdout)
-    nodes = json.loads(cli("status", "sparktui/recipes/demo-tp4", "--json").stdout)["nodes"]
+    nodes = json.loads(cli("status", "recipes/demo-tp4", "--json").stdout)["nodes"]
     assert [n["node"] for n in nodes] == ["local0", "local1", "local2", "local3"]
     assert all(n["status"] == "ok" and n["sample"]["mem_available"] > 0 for n in nodes)
-    logs = cli("logs", "sparktui/recipes/demo-tp4", "--rank", "0", "--grep", "fired up")
+    logs = cli("logs", "recipes/demo-tp4", "--rank", "0", "--grep", "fired up")
     assert logs.stdout.startswith("r0 ") and "The server is fired up and ready to roll!" in logs.stdout
-    down = cli("down", "sparktui/recipes/demo-tp4")
+    down = cli("down", "recipes/demo-tp4")
     assert down.returncode == 0
-    status = json.loads(cli("status", "sparktui/recipes/demo-tp4", "--json").stdout)
+    status = json.loads(cli("status", "recipes/demo-tp4", "--json").stdout)
     assert all(r["container_id"] is None for r in status["ranks"])
 
 
 def test_smoke_on_a_dead_endpoint_is_one_line(cli) -> None:  # type: ignore[no-untyped-def]
-    res = cli("smoke", "sparktui/recipes/demo-tp4")
+    res = cli("smoke", "recipes/demo-tp4")
     assert res.returncode == 1
     assert res.stderr.strip().count("\n") == 0
     assert "smoke: cannot reach http://127.0.0.1:30000/v1/chat/completions (connection refused" in res.stderr
@@ -54,7 +54,7 @@ def test_smoke_on_a_dead_endpoint_is_one_line(cli) -> None:  # type: ignore[no-u
 def test_failed_rank_fails_the_wait(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     folder = tmp_path / "demo-fail"
     folder.mkdir()
-    text = (ROOT / "sparktui" / "recipes" / "demo-tp4" / "recipe.toml").read_text()
+    text = (ROOT / "recipes" / "demo-tp4" / "recipe.toml").read_text()
     (folder / "recipe.toml").write_text(text.replace('SPARKTUI_DEMO_TICK = "1"',
                                                      'SPARKTUI_DEMO_TICK = "1"\nSPARKTUI_DEMO_FAIL_RANK = "1"'))
     try:
@@ -74,11 +74,11 @@ def test_up_refuses_a_port_in_use_and_starts_nothing(cli) -> None:  # type: igno
         taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the last test's probes: TIME_WAIT
         taken.bind(("127.0.0.1", 30001))
         taken.listen()
-        up = cli("up", "sparktui/recipes/demo-tp4", "--wait")
+        up = cli("up", "recipes/demo-tp4", "--wait")
         assert up.returncode == 1
         assert ("local1: port 30001 (rank 1's API port) is already in use; nothing was started"
                 in up.stderr), up.stderr
-        status = json.loads(cli("status", "sparktui/recipes/demo-tp4", "--json").stdout)
+        status = json.loads(cli("status", "recipes/demo-tp4", "--json").stdout)
         assert all(r["container_id"] is None for r in status["ranks"])
-        forced = cli("up", "sparktui/recipes/demo-tp4", "--no-port-check")
+        forced = cli("up", "recipes/demo-tp4", "--no-port-check")
         assert forced.returncode == 0 and "already in use" not in forced.stderr, forced.stderr

@@ -14,7 +14,7 @@ import pytest
 
 from tests.runner import Cli, local_env, sparktui_run
 
-RECIPE = "sparktui/recipes/demo-vllm-tp4"
+RECIPE = "recipes/demo-vllm-tp4"
 
 
 

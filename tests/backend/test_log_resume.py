@@ -30,7 +30,7 @@ PREFIX = re.compile(r"^\[[^\]]*\] ")  # "[2026-11-29 17:50:04 TP1] "
 def test_a_follower_killed_mid_flood_leaves_no_gap_and_no_duplicate(tmp_path: Path) -> None:
     folder = tmp_path / "demo-flood"
     folder.mkdir()
-    text = (ROOT / "sparktui" / "recipes" / "demo-tp4" / "recipe.toml").read_text()
+    text = (ROOT / "recipes" / "demo-tp4" / "recipe.toml").read_text()
     assert text.count("\n[env]\n") == 1
     (folder / "recipe.toml").write_text(text.replace("\n[env]\n", '\n[env]\nSPARKTUI_DEMO_FLOOD = "400"\n'))
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}

@@ -32,7 +32,7 @@ def cli(tmp_path: Path) -> Iterator[Cli]:
 
     yield run
     if started:
-        run("down", "sparktui/recipes/demo-tp4")
+        run("down", "recipes/demo-tp4")
 
 
 def console_keeps(run: Run, pattern: str) -> list[tuple[int, str]]:
@@ -62,15 +62,15 @@ def printed(stdout: str) -> list[tuple[int, str]]:
 
 
 def test_logs_grep_prints_what_the_console_keeps(cli: Cli, tmp_path: Path) -> None:
-    up = cli("up", "sparktui/recipes/demo-tp4", "--wait")
+    up = cli("up", "recipes/demo-tp4", "--wait")
     assert up.returncode == 0, up.stderr
-    down = cli("down", "sparktui/recipes/demo-tp4")  # the files stop growing: both read the same lines
+    down = cli("down", "recipes/demo-tp4")  # the files stop growing: both read the same lines
     assert down.returncode == 0, down.stderr
     run = RunStore(tmp_path / "state" / "sparktui").latest("demo-tp4")
     assert run is not None
 
     # smart case: no capital, so "demo rendezvous" finds the engine's "DEMO rendezvous" lines
-    smart = cli("logs", "sparktui/recipes/demo-tp4", "--grep", "demo rendezvous")
+    smart = cli("logs", "recipes/demo-tp4", "--grep", "demo rendezvous")
     assert smart.returncode == 0, smart.stderr
     lines = printed(smart.stdout)
     assert lines == console_keeps(run, "demo rendezvous")
@@ -78,7 +78,7 @@ def test_logs_grep_prints_what_the_console_keeps(cli: Cli, tmp_path: Path) -> No
     assert all("DEMO rendezvous" in text for _, text in lines)
 
     # inverted, and case-sensitive (a capital): every line without "DEMO", lines with "demo" kept
-    inverted = cli("logs", "sparktui/recipes/demo-tp4", "--grep", "!DEMO")
+    inverted = cli("logs", "recipes/demo-tp4", "--grep", "!DEMO")
     assert inverted.returncode == 0, inverted.stderr
     lines = printed(inverted.stdout)
     assert lines == console_keeps(run, "!DEMO")
@@ -89,7 +89,7 @@ def test_logs_grep_prints_what_the_console_keeps(cli: Cli, tmp_path: Path) -> No
     assert len(lines) == every - with_demo > 0
 
     # one rank, the same filter
-    one = cli("logs", "sparktui/recipes/demo-tp4", "--rank", "2", "--grep", "demo rendezvous")
+    one = cli("logs", "recipes/demo-tp4", "--rank", "2", "--grep", "demo rendezvous")
     assert printed(one.stdout) == [kept for kept in console_keeps(run, "demo rendezvous") if kept[0] == 2]
 
 
@@ -102,6 +102,6 @@ def test_logs_grep_prints_what_the_console_keeps(cli: Cli, tmp_path: Path) -> No
     ("!", "error: grep pattern '!': nothing after '!'"),
 ])
 def test_logs_grep_refuses_a_bad_pattern_in_one_sentence(cli: Cli, pattern: str, sentence: str) -> None:
-    res = cli("logs", "sparktui/recipes/demo-tp4", "--grep", pattern)
+    res = cli("logs", "recipes/demo-tp4", "--grep", pattern)
     assert res.returncode == 1 and res.stdout == ""
     assert res.stderr.startswith(sentence) and res.stderr.count("\n") == 1, res.stderr

@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.runner import Cli, local_env, sparktui_run
 
-DEMO = ROOT / "sparktui" / "recipes" / "demo-tp4" / "recipe.toml"
+DEMO = ROOT / "recipes" / "demo-tp4" / "recipe.toml"
 NEVER = "DEMO never printed: [feature] armed ..."
 
 

@@ -28,9 +28,9 @@ def test_seed_has_42_args_and_70_env() -> None:
 
 
 def test_four_node_plan(capsys: pytest.CaptureFixture[str]) -> None:
-    data = plan_json(capsys, "sparktui/recipes/dsv41-flash-4x-mia", "--cluster", str(CLUSTER4))
+    data = plan_json(capsys, "recipes/dsv41-flash-4x-mia", "--cluster", str(CLUSTER4))
     assert data["recipe"]["engine"] == "sglang"
-    assert data["recipe"]["path"].endswith("sparktui/recipes/dsv41-flash-4x-mia/recipe.toml")
+    assert data["recipe"]["path"].endswith("recipes/dsv41-flash-4x-mia/recipe.toml")
     assert data["cluster"] == {"name": "sparks", "local": False}
     assert len(data["ranks"]) == 4
     hf = {0: "/mnt/nas/hf", 1: "/mnt/nas/hf", 2: "/data/hf", 3: "/mnt/nas/hf"}
@@ -132,7 +132,7 @@ def test_plan_hash_is_stable_and_sensitive(write_recipe: Callable[..., Path],
 
 
 def test_local_cluster_without_cluster_file(capsys: pytest.CaptureFixture[str]) -> None:
-    data = plan_json(capsys, "sparktui/recipes/dsv41-flash-4x-mia")
+    data = plan_json(capsys, "recipes/dsv41-flash-4x-mia")
     assert data["cluster"] == {"name": "local", "local": True}
     assert [r["node"] for r in data["ranks"]] == ["local0", "local1", "local2", "local3"]
     for r, rank in enumerate(data["ranks"]):

@@ -31,7 +31,7 @@ from tests.runner import Cli, sparktui_cli, state_env
 
 pytestmark = pytest.mark.realparts
 
-DEMO = ROOT / "sparktui" / "recipes" / "demo-tp4"
+DEMO = ROOT / "recipes" / "demo-tp4"
 
 
 

@@ -33,7 +33,7 @@ from tests.staging.ckpt import make_checkpoint
 
 pytestmark = pytest.mark.realparts
 
-DEMO = ROOT / "sparktui" / "recipes" / "demo-tp4" / "recipe.toml"
+DEMO = ROOT / "recipes" / "demo-tp4" / "recipe.toml"
 LOGIN_SHELLS = {"node1": "/usr/bin/fish", "node2": "/usr/bin/tcsh", "node3": "/usr/bin/zsh"}
 """node0 keeps the machine's bash."""
 

@@ -19,7 +19,7 @@ from tests.runner import Cli, sparktui_cli, state_env
 
 pytestmark = pytest.mark.realparts
 
-DEMO = ROOT / "sparktui" / "recipes" / "demo-tp4"
+DEMO = ROOT / "recipes" / "demo-tp4"
 API_PORT = 30000  # the demo recipe's port; the test cluster's nodes have no port offset
 LISTEN = ("import socket, sys, time; s = socket.socket(); s.bind((sys.argv[1], int(sys.argv[2]))); "
           "s.listen(); print('listening', flush=True); time.sleep(120)")

@@ -29,7 +29,7 @@ from tests.runner import Cli, sparktui_cli, state_env
 
 pytestmark = pytest.mark.realparts
 
-DEMO = ROOT / "sparktui" / "recipes" / "demo-tp4"
+DEMO = ROOT / "recipes" / "demo-tp4"
 API_PORT = 30000  # the demo recipe's port; real clusters use no port offset
 RULE = ["INPUT", "-p", "tcp", "--dport", str(API_PORT), "!", "-i", "lo", "-j", "DROP",
         "-m", "comment", "--comment", "sparktui-probe-test"]

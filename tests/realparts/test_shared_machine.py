@@ -36,7 +36,7 @@ from tests.ui.conftest import wait_for
 
 pytestmark = pytest.mark.realparts
 
-DEMO = ROOT / "sparktui" / "recipes" / "demo-tp4"
+DEMO = ROOT / "recipes" / "demo-tp4"
 TRACEBACK = "Traceback (most recent call last):\n  File"
 NOBODY = "65534"
 

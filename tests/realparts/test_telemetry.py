@@ -22,7 +22,7 @@ pytestmark = pytest.mark.realparts
 
 
 async def test_sampler_marks_a_lost_node_and_recovers(testbed: Any, tmp_path: Path) -> None:
-    recipe = load_recipe(ROOT / "sparktui" / "recipes" / "demo-tp4" / "recipe.toml")
+    recipe = load_recipe(ROOT / "recipes" / "demo-tp4" / "recipe.toml")
     cluster = load_cluster(Path(testbed.cluster_file))
     seen: list[tuple[float, NodeTelemetry]] = []
 

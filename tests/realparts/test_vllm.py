@@ -28,7 +28,7 @@ from tests.runner import Cli, sparktui_cli, state_env
 
 pytestmark = pytest.mark.realparts
 
-RECIPE = ROOT / "sparktui" / "recipes" / "demo-vllm-tp4"
+RECIPE = ROOT / "recipes" / "demo-vllm-tp4"
 SLUG = "demo-vllm-tp4"
 PORT = 8000
 

@@ -23,7 +23,7 @@ async def shoot(out: Path) -> None:
     from sparktui.ui.app import SparkApp
     from sparktui.ui.options import ConsoleOptions
 
-    app = SparkApp(ConsoleOptions([ROOT / "sparktui" / "recipes"], None, state_root=state_dir(), recipe="demo-tp4",
+    app = SparkApp(ConsoleOptions([ROOT / "recipes"], None, state_root=state_dir(), recipe="demo-tp4",
                                   cursor_blink=False, remember=False))
     async with app.run_test(size=(120, 40)) as pilot:
         main = app.main_screen

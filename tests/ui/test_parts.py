@@ -46,7 +46,7 @@ def test_scan_and_tail_read_every_captured_line(tmp_path: Path) -> None:
 
 
 def test_themes_from_files(tmp_path: Path) -> None:
-    shipped = load_themes([ROOT / "sparktui" / "themes"])
+    shipped = load_themes([ROOT / "themes"])
     assert not shipped.problems
     names = {t.name for t in shipped.themes}
     assert {"sparktui-dark", "sparktui-light", "sparktui-contrast"} <= names
