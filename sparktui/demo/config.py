@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from .lines import ENGINE_NAME
@@ -50,11 +50,52 @@ _ENV = {
     "engine": "SPARKTUI_DEMO_ENGINE",
 }
 
-ENGINES = ("sglang", "vllm")
-VLLM_ONLY = ("--model", "--master-addr", "--master-port", "--headless")
-SGLANG_ONLY = ("--model-path", "--dist-init-addr")
-DEFAULT_PORTS = {"sglang": 30000, "vllm": 8000}
 VLLM_MASTER_PORT = 29501  # vLLM's default --master-port
+_Rendezvous = Callable[[dict[str, Any], argparse.ArgumentParser, int], tuple[str | None, int | None]]
+
+
+def _sglang_rendezvous(values: dict[str, Any], parser: argparse.ArgumentParser,
+                       nnodes: int) -> tuple[str | None, int | None]:
+    """``--dist-init-addr HOST:PORT``, needed by more than one rank."""
+    addr: str | None = values["dist_init_addr"]
+    if addr:
+        host_part, sep, port_part = addr.rpartition(":")
+        if not sep or not host_part or not port_part.isdigit() or not 0 < int(port_part) < 65536:
+            parser.error(f"--dist-init-addr {addr!r} is not HOST:PORT")
+        return host_part.strip("[]"), int(port_part)
+    if nnodes > 1:
+        parser.error("--dist-init-addr HOST:PORT is required when --nnodes > 1")
+    return None, None
+
+
+def _vllm_rendezvous(values: dict[str, Any], parser: argparse.ArgumentParser,
+                     nnodes: int) -> tuple[str | None, int | None]:
+    """``--master-addr``/``--master-port``, vLLM's defaults (127.0.0.1, 29501) for what is not given."""
+    if not (nnodes > 1 or values["master_addr"] or values["master_port"] is not None):
+        return None, None
+    port: int = VLLM_MASTER_PORT if values["master_port"] is None else values["master_port"]
+    if not 0 < port < 65536:
+        parser.error(f"--master-port {port} is not a TCP port")
+    return values["master_addr"] or "127.0.0.1", port
+
+
+class _RankFlags(NamedTuple):
+    """One engine's rank flags, as the demo reads them."""
+
+    only: tuple[str, ...]  # flags the other engine does not know (``--model``: SGLang knows it too)
+    model: tuple[str, ...]  # where the model comes from, first given wins
+    default_port: int
+    workers_headless: bool  # ranks > 0 must be --headless
+    rendezvous: _Rendezvous
+
+
+_FLAGS = {
+    "sglang": _RankFlags(("--model-path", "--dist-init-addr"), ("--model-path", "--model"), 30000, False,
+                         _sglang_rendezvous),
+    "vllm": _RankFlags(("--model", "--master-addr", "--master-port", "--headless"), ("--model",), 8000, True,
+                       _vllm_rendezvous),
+}
+ENGINES = tuple(_FLAGS)
 
 _HELP_EPILOG = """\
 The engine it imitates follows from the flags: SGLang's (--model-path, --dist-init-addr) or
@@ -164,22 +205,21 @@ def parse_config(argv: Sequence[str] | None = None, env: dict[str, str] | None =
     chosen = pick("engine")
     if chosen is not None and chosen[1] not in ENGINES:
         parser.error(f"{chosen[0]}={chosen[1]!r} is not one of {', '.join(ENGINES)}")
-    vllm_flags = [f for f in VLLM_ONLY if given(f) and f != "--model"]  # SGLang also knows --model
-    sglang_flags = [f for f in SGLANG_ONLY if given(f)]
+    only = {name: [f for f in flags.only if given(f) and f != "--model"] for name, flags in _FLAGS.items()}
     if chosen is not None:
         mode = chosen[1]
-    elif vllm_flags or (given("--model") and not sglang_flags):
+    elif only["vllm"] or (given("--model") and not only["sglang"]):
         mode = "vllm"
     else:
         mode = "sglang"
-    others = vllm_flags if mode == "sglang" else sglang_flags
+    flags = _FLAGS[mode]
+    others = [f for name, found in only.items() if name != mode for f in found]
     if others:
         parser.error(f"{' '.join(others)}: rank flag(s) of the other engine; this rank imitates {mode} "
                      "(its flags, or --demo-engine, decide)")
-    model = (values["model_path"] or values["model"]) if mode == "sglang" else values["model"]
+    model = next((v for f in flags.model if (v := values[f[2:].replace("-", "_")])), None)
     if not model:
-        parser.error("the following arguments are required: "
-                     + ("--model-path" if mode == "sglang" else "--model"))
+        parser.error(f"the following arguments are required: {flags.model[0]}")
 
     nnodes: int = values["nnodes"]
     rank: int = values["node_rank"]
@@ -187,31 +227,16 @@ def parse_config(argv: Sequence[str] | None = None, env: dict[str, str] | None =
         parser.error("--nnodes must be at least 1")
     if not 0 <= rank < nnodes:
         parser.error(f"--node-rank {rank} is out of range for --nnodes {nnodes}")
-    port: int = DEFAULT_PORTS[mode] if values["port"] is None else values["port"]
+    port: int = flags.default_port if values["port"] is None else values["port"]
     if not 0 <= port <= 65535:
         parser.error(f"--port {port} is not a TCP port")
     headless: bool = values["headless"]
     if headless and rank == 0:
         parser.error("--headless on rank 0: the head serves the API (vLLM workers on ranks > 0 run headless)")
-    if mode == "vllm" and rank > 0 and not headless:
+    if flags.workers_headless and rank > 0 and not headless:
         parser.error(f"--node-rank {rank} without --headless: with vLLM's multi-node flags only rank 0 "
                      "serves the API; every other rank runs --headless")
-    dist_host: str | None = None
-    dist_port: int | None = None
-    addr: str | None = values["dist_init_addr"]
-    if mode == "vllm":
-        if nnodes > 1 or values["master_addr"] or values["master_port"] is not None:
-            dist_host = values["master_addr"] or "127.0.0.1"
-            dist_port = VLLM_MASTER_PORT if values["master_port"] is None else values["master_port"]
-            if not 0 < dist_port < 65536:
-                parser.error(f"--master-port {dist_port} is not a TCP port")
-    elif addr:
-        host_part, sep, port_part = addr.rpartition(":")
-        if not sep or not host_part or not port_part.isdigit() or not 0 < int(port_part) < 65536:
-            parser.error(f"--dist-init-addr {addr!r} is not HOST:PORT")
-        dist_host, dist_port = host_part.strip("[]"), int(port_part)
-    elif nnodes > 1:
-        parser.error("--dist-init-addr HOST:PORT is required when --nnodes > 1")
+    dist_host, dist_port = flags.rendezvous(values, parser, nnodes)
 
     fail_rank = num("fail_rank", None, integer=True)
     fail_after = num("fail_after", None)
