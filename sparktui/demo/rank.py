@@ -1,7 +1,8 @@
 """One demo rank: its boot thread, its group, its HTTP server; the main thread waits to exit.
 
 What differs between the engines it imitates (the boot log, the dump, the prefix, when HTTP
-serves) is the ``Personality`` it is given (``sglang.SGLANG``, ``vllm.VLLM``); the rest is here.
+serves) is the ``Personality`` it is given (``sglang.PERSONALITY``, ``vllm.PERSONALITY``); the rest
+is here.
 """
 
 from __future__ import annotations
