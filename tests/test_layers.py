@@ -4,8 +4,9 @@ Every ``import`` and ``from ... import`` counts, at module level or inside a fun
 import is still a dependency), under ``if TYPE_CHECKING:`` too. Layers, lowest first:
 
 - ``agents``: programs that run on nodes or detached; standard library only, they import nothing
-  from sparktui (not even each other, and no relative imports). ``demo`` (the demo engine, a
-  single standard-library file copied into images) follows the same rule.
+  from sparktui (not even each other, and no relative imports).
+- ``demo`` (the demo engine, a standard-library package copied alone into the test image)
+  imports only its own modules: nothing else of sparktui, not even the package's ``__init__``.
 - ``core`` may import ``agents``; ``config`` (``sparktui/config.py``) may import ``core``;
   ``catalog`` (``sparktui/catalog.py``, the recipe catalog shared by ui and cli) may import
   ``core`` and ``config``.
@@ -45,7 +46,7 @@ ALLOWED: dict[str, frozenset[str]] = {
 }
 ALLOWED["cli"] = frozenset(ALLOWED) - {"cli", "ui", "__main__"}  # anything but the console
 # Layers that may not import even themselves: each file stands alone.
-STANDALONE = frozenset({"agents", "demo"})
+STANDALONE = frozenset({"agents"})
 # (file, module, imported name) allowed against the rules above, with the reason.
 EXCEPTIONS: dict[tuple[str, str, str], str] = {
     ("sparktui/cli/__init__.py", "sparktui.ui", "run_console"):
@@ -167,6 +168,8 @@ def test_exceptions_are_still_needed() -> None:
     ("sparktui/agents/x.py", "import sparktui.agents.local_shim\n", "agents imports nothing from sparktui"),
     ("sparktui/agents/x.py", "from sparktui import __version__\n", "agents imports nothing from sparktui"),
     ("sparktui/newthing/x.py", "import os\n", "no layer rule for 'newthing'"),
+    ("sparktui/demo/x.py", "from sparktui.core.patterns import compile_pattern\n", "demo may not import core"),
+    ("sparktui/demo/x.py", "from .. import __version__\n", "demo may not import sparktui"),
 ])
 def test_the_checker_sees_upward_imports(rel: str, source: str, expected: str) -> None:
     found = violations_in(Path(rel), source)
@@ -178,6 +181,7 @@ def test_the_checker_sees_upward_imports(rel: str, source: str, expected: str) -
     ("sparktui/core/x.py", "from sparktui.agents.sparse_rows import row_range\nfrom .plan import Plan\n"),
     ("sparktui/cli/__init__.py", "def f():\n    from sparktui.ui import run_console\n"),
     ("sparktui/agents/x.py", "import json\nfrom pathlib import Path\n"),
+    ("sparktui/demo/x.py", "from . import lines\nfrom .config import Config\nimport sparktui.demo.log\n"),
 ])
 def test_the_checker_allows_downward_imports(rel: str, source: str) -> None:
     assert violations_in(Path(rel), source) == []

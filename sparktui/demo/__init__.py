@@ -1,1 +1,2 @@
-"""The sparktui demo engine: a standard-library-only stand-in for an SGLang rank (see ``engine.py``)."""
+"""The sparktui demo engine: a stand-in for an SGLang or vLLM rank, standard library only, a
+package copied alone into the test image (the program: ``engine.py``)."""

@@ -12,7 +12,8 @@ from sparktui.core.cluster import local_cluster
 from sparktui.core.plan import Plan, build_plan
 from sparktui.core.recipe import load_recipe
 from sparktui.core.runstore import Run, RunStore, utc_now
-from sparktui.demo import engine as demo
+from sparktui.demo import sglang
+from sparktui.demo.config import parse_config
 from tests.conftest import RECIPES
 
 BOOT = ["DEMO rendezvous ok: world=4 rank={r} peers=3", "Load weight end. type=Demo",
@@ -29,8 +30,8 @@ def plan() -> Plan:
 
 def dump_line(p: Plan, rank: int, env: dict[str, str] | None = None) -> str:
     """The rank's dump of its arguments, as the demo engine prints it for its command line."""
-    cfg = demo.parse_config(p.ranks[rank].container.command, env={})
-    text = demo.sglang_dump(cfg, env or {})
+    cfg = parse_config(p.ranks[rank].container.command, env={})
+    text = sglang.dump(cfg, env or {})
     assert text is not None
     return f"[2026-12-01 12:00:00 TP{rank}] {text}"
 

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from sparktui.demo.engine import flood_lines
+from sparktui.demo.traffic import flood_lines
 from tests.conftest import ROOT
 
 FLOOD = re.compile(r"^(Decode batch\.|Prefill batch\.|Cache hit rate:|INFO:     10\.0\.0\.)")

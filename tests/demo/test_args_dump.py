@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib.util
 
 from sparktui.core.argscheck import ArgsJudge
-from sparktui.demo import engine as demo
+from sparktui.demo import config, sglang, vllm
 from tests.conftest import ROOT
 
 SGLANG_ARGV = ["--model-path", "m", "--nnodes", "4", "--node-rank", "2", "--dist-init-addr",
@@ -25,8 +25,8 @@ def test_fields_json_is_what_the_script_writes_from_the_shipped_tables() -> None
 
 
 def test_sglang_dump_has_every_field_and_the_flags_applied() -> None:
-    cfg = demo.parse_config(SGLANG_ARGV, env={})
-    line = demo.sglang_dump(cfg, {})
+    cfg = config.parse_config(SGLANG_ARGV, env={})
+    line = sglang.dump(cfg, {})
     assert line is not None and line.startswith("server_args=ServerArgs(") and len(line) > 10_000
     report = ArgsJudge("sglang", tuple(SGLANG_ARGV)).judge(line)
     assert report is not None
@@ -34,9 +34,9 @@ def test_sglang_dump_has_every_field_and_the_flags_applied() -> None:
 
 
 def test_clamp_and_drop_on_one_rank() -> None:
-    cfg = demo.parse_config(SGLANG_ARGV, env={})
+    cfg = config.parse_config(SGLANG_ARGV, env={})
     env = {"SPARKTUI_DEMO_CLAMP": "max_running_requests=13@2", "SPARKTUI_DEMO_DROP": "trust_remote_code"}
-    line = demo.sglang_dump(cfg, env)
+    line = sglang.dump(cfg, env)
     assert line is not None
     report = ArgsJudge("sglang", tuple(SGLANG_ARGV)).judge(line)
     assert report is not None
@@ -44,14 +44,14 @@ def test_clamp_and_drop_on_one_rank() -> None:
     assert off == {"--max-running-requests": ("differs", "16", "13"),
                    "--trust-remote-code": ("unknown", "true", None),
                    "--enable-foo": ("unknown", "true", None)}
-    other = demo.parse_config([*SGLANG_ARGV[:5], "1", *SGLANG_ARGV[6:]], env={})
-    assert "max_running_requests=16," in (demo.sglang_dump(other, env) or "")  # rank 1: not clamped
+    other = config.parse_config([*SGLANG_ARGV[:5], "1", *SGLANG_ARGV[6:]], env={})
+    assert "max_running_requests=16," in (sglang.dump(other, env) or "")  # rank 1: not clamped
 
 
 def test_vllm_dump_holds_only_what_differs_from_the_defaults() -> None:
     argv = ["--model", "m", "--max-num-seqs", "16", "--enforce-eager", "--gpu-memory-utilization",
             "0.92", "--tensor-parallel-size", "4"]
-    line = demo.vllm_dump(demo.parse_config(argv, env={}), {})
+    line = vllm.dump(config.parse_config(argv, env={}), {})
     assert line is not None and line.startswith("non-default args: {")
     assert "gpu_memory_utilization" not in line  # vLLM's default
     report = ArgsJudge("vllm", tuple(argv)).judge(line)

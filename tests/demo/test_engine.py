@@ -6,6 +6,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from sparktui.demo import engine as demo
+from sparktui.demo import config, lines, sglang
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE_FILE = ROOT / "sparktui" / "demo" / "engine.py"
@@ -56,6 +57,16 @@ SEED_ARGS = [
 ]
 
 
+def lone_package(folder: Path) -> Path:
+    """``sparktui/demo`` copied alone under ``folder``, beside an empty ``sparktui/__init__.py``
+    (as ``sparktui_testbed/image.py`` writes the image); its ``engine.py``."""
+    root = folder / "sparktui"
+    shutil.copytree(ROOT / "sparktui" / "demo", root / "demo", ignore=shutil.ignore_patterns("__pycache__"),
+                    dirs_exist_ok=True)
+    (root / "__init__.py").write_text("")
+    return root / "demo" / "engine.py"
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
@@ -69,8 +80,10 @@ class Rank:
                  cwd: Path = ROOT) -> None:
         base = {k: v for k, v in os.environ.items() if not k.startswith("SPARKTUI_DEMO_")}
         base.update(env or {})
-        # direct: run the single file the way a minimal container does (isolated, no project on the path)
-        cmd = [sys.executable, "-I", str(ENGINE_FILE)] if direct else [sys.executable, "-m", "sparktui.demo.engine"]
+        # direct: run a copy of the package alone, the way the test image holds it (isolated, no
+        # project and no site-packages on the path)
+        cmd = ([sys.executable, "-I", "-S", str(lone_package(cwd))] if direct
+               else [sys.executable, "-m", "sparktui.demo.engine"])
         self.proc = subprocess.Popen(
             [*cmd, *args], cwd=cwd, env=base, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
@@ -198,8 +211,8 @@ def test_two_ranks_rendezvous_and_become_ready(spawn: Callable[..., Rank]) -> No
     assert get_json(p1, "/health")[0] == 503  # the worker serves /health while booting
     head = spawn(*rank_args(0, 2, dist, p0, *served, "--demo-boot-seconds", "0.3"))
 
-    head.wait_for(demo.READY_LINE)
-    worker.wait_for(demo.WORKER_READY_LINE.format(port=p1))
+    head.wait_for(lines.READY_LINE)
+    worker.wait_for(lines.WORKER_READY_LINE.format(port=p1))
     for rank, r in ((head, 0), (worker, 1)):
         assert f"DEMO rendezvous ok: world=2 rank={r} peers=0@127.0.0.1,1@127.0.0.1" in rank.text()
         assert "KV cache ready: #tokens=65536" in rank.text()
@@ -207,9 +220,9 @@ def test_two_ranks_rendezvous_and_become_ready(spawn: Callable[..., Rank]) -> No
         assert "Loading safetensors checkpoint shards:  50% Completed | 2/4" in rank.text()
         own = [line for line in rank.lines if not ACCESS.match(line)]  # the HTTP server's: no TP
         assert [m.group(1) if (m := PREFIX.match(line)) else line for line in own] == [str(r)] * len(own)
-    assert demo.MAX_TOKENS_LINE in head.text()
+    assert sglang.MAX_TOKENS_LINE in head.text()
     assert "max_total_num_tokens=" not in worker.text()
-    assert demo.READY_LINE not in worker.text()
+    assert lines.READY_LINE not in worker.text()
 
     assert get_json(p0, "/health") == (200, {"status": "ok"})
     assert get_json(p1, "/health") == (200, {"status": "ok"})
@@ -223,7 +236,7 @@ def test_two_ranks_rendezvous_and_become_ready(spawn: Callable[..., Rank]) -> No
 
 def test_streamed_and_plain_chat_completions(spawn: Callable[..., Rank]) -> None:
     rank, port = single(spawn, "--served-model-name", "demo-chat")
-    rank.wait_for(demo.READY_LINE)
+    rank.wait_for(lines.READY_LINE)
 
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     body = {"model": "demo-chat", "stream": True, "max_tokens": 6,
@@ -268,24 +281,24 @@ def test_failing_rank_exits_3_and_the_head_falls_apart(spawn: Callable[..., Rank
     dist, p0, p1 = free_port(""), free_port(), free_port()
     head = spawn(*rank_args(0, 2, dist, p0, "--demo-boot-seconds", "0.3", "--demo-fail-rank", "1"))
     worker = spawn(*rank_args(1, 2, dist, p1, "--demo-boot-seconds", "0.3", "--demo-fail-rank", "1"))
-    assert worker.wait_exit() == demo.EXIT_SIMULATED
+    assert worker.wait_exit() == lines.EXIT_SIMULATED
     out = worker.text()
     assert "Traceback (most recent call last):" in out
     assert "RuntimeError: NCCL error" in out
     assert all(PREFIX.match(line) for line in worker.lines)
-    assert head.wait_exit() == demo.EXIT_GROUP_LOST
+    assert head.wait_exit() == lines.EXIT_GROUP_LOST
     assert "Watchdog caught collective operation timeout" in head.text()
-    assert demo.READY_LINE not in head.text()
+    assert lines.READY_LINE not in head.text()
 
 
 def test_worker_exits_4_when_the_head_dies(spawn: Callable[..., Rank]) -> None:
     dist, p0, p1 = free_port(""), free_port(), free_port()
     head = spawn(*rank_args(0, 2, dist, p0, "--demo-boot-seconds", "0"))
     worker = spawn(*rank_args(1, 2, dist, p1, "--demo-boot-seconds", "0"))
-    head.wait_for(demo.READY_LINE)
+    head.wait_for(lines.READY_LINE)
     worker.wait_for("Worker ready")
     head.proc.kill()
-    assert worker.wait_exit() == demo.EXIT_GROUP_LOST
+    assert worker.wait_exit() == lines.EXIT_GROUP_LOST
     assert re.search(r"TCPStore .*Failed to recv", worker.text())
 
 
@@ -293,7 +306,7 @@ def test_stopping_every_rank_at_once_exits_0_everywhere(spawn: Callable[..., Ran
     dist, p0, p1 = free_port(""), free_port(), free_port()
     head = spawn(*rank_args(0, 2, dist, p0, "--demo-boot-seconds", "0"))
     worker = spawn(*rank_args(1, 2, dist, p1, "--demo-boot-seconds", "0"))
-    head.wait_for(demo.READY_LINE)
+    head.wait_for(lines.READY_LINE)
     head.proc.send_signal(signal.SIGTERM)
     worker.proc.send_signal(signal.SIGTERM)
     assert head.wait_exit() == 0
@@ -313,8 +326,10 @@ def test_unknown_sglang_flags_are_ignored(spawn: Callable[..., Rank], tmp_path: 
     rank = spawn(*SEED_ARGS, "--model-path", "deepseek-ai/DeepSeek-V4.1-Flash", "--nnodes", "1",
                  "--node-rank", "0", "--dist-init-addr", f"127.0.0.1:{free_port('')}", "--host", "127.0.0.1",
                  "--port", str(port), env={"SPARKTUI_DEMO_BOOT_SECONDS": "0"}, direct=True, cwd=tmp_path)
-    rank.wait_for(demo.READY_LINE)
+    rank.wait_for(lines.READY_LINE)
     assert "DEMO ignoring 25 flag(s)" in rank.text()
+    # the whole dump: fields.json travelled with the package
+    assert any("server_args=ServerArgs(" in line and len(line) > 10_000 for line in rank.lines)
     status, models = get_json(port, "/v1/models")
     assert status == 200 and models["data"][0]["id"] == "deepseek-v4.1-flash"
 
@@ -341,7 +356,7 @@ def test_sigterm_after_ready_exits_0(spawn: Callable[..., Rank]) -> None:
 
 def test_flood_prints_many_lines_per_second(spawn: Callable[..., Rank]) -> None:
     rank, _ = single(spawn, "--demo-flood", "2000")
-    rank.wait_for(demo.READY_LINE)
+    rank.wait_for(lines.READY_LINE)
     rank.wait_for("Decode batch.")
     time.sleep(0.2)
     start = time.monotonic()
@@ -357,14 +372,14 @@ def test_flood_prints_many_lines_per_second(spawn: Callable[..., Rank]) -> None:
 
 def test_fail_after_ready(spawn: Callable[..., Rank]) -> None:
     rank, _ = single(spawn, env={"SPARKTUI_DEMO_FAIL_AFTER": "0.2"})
-    rank.wait_for(demo.READY_LINE)
-    assert rank.wait_exit() == demo.EXIT_SIMULATED
+    rank.wait_for(lines.READY_LINE)
+    assert rank.wait_exit() == lines.EXIT_SIMULATED
     assert "RuntimeError: NCCL error" in rank.text()
 
 
 def test_worker_gives_up_when_the_head_never_comes(spawn: Callable[..., Rank]) -> None:
     worker = spawn(*rank_args(1, 2, free_port(""), free_port(), "--demo-rendezvous-timeout", "0.5"))
-    assert worker.wait_exit() == demo.EXIT_USAGE
+    assert worker.wait_exit() == lines.EXIT_USAGE
     assert "DEMO fatal: rendezvous with rank 0" in worker.text()
 
 
@@ -373,7 +388,7 @@ def test_http_port_in_use_exits_2(spawn: Callable[..., Rank]) -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
         rank = spawn("--model-path", "m", "--host", "127.0.0.1", "--port", str(busy.getsockname()[1]))
-        assert rank.wait_exit() == demo.EXIT_USAGE
+        assert rank.wait_exit() == lines.EXIT_USAGE
     assert "DEMO fatal: cannot serve HTTP" in rank.text()
 
 
@@ -389,19 +404,19 @@ def test_http_port_in_use_exits_2(spawn: Callable[..., Rank]) -> None:
 )
 def test_bad_arguments_exit_2(args: list[str], env: dict[str, str]) -> None:
     with pytest.raises(SystemExit) as info:
-        demo.parse_config(args, env=env)
-    assert info.value.code == demo.EXIT_USAGE
+        config.parse_config(args, env=env)
+    assert info.value.code == lines.EXIT_USAGE
 
 
 def test_flags_win_over_environment() -> None:
     env = {"SPARKTUI_DEMO_BOOT_SECONDS": "5", "SPARKTUI_DEMO_TICK": "0.5", "SPARKTUI_DEMO_STALL": "1",
            "SPARKTUI_DEMO_FAIL_AFTER": "3"}
-    cfg = demo.parse_config(["--model-path", "m", "--demo-boot-seconds", "0", "--unknown", "x"], env=env)
+    cfg = config.parse_config(["--model-path", "m", "--demo-boot-seconds", "0", "--unknown", "x"], env=env)
     assert cfg.boot_seconds == 0.0 and cfg.tick == 0.5 and cfg.stall
     assert cfg.fail_after == 3.0 and cfg.fail_rank == 0  # --demo-fail-after alone fails rank 0
     assert cfg.served_model_name == "m"
     assert cfg.ignored == ("--unknown", "x")
-    plain = demo.parse_config(["--model-path", "m"], env={})
+    plain = config.parse_config(["--model-path", "m"], env={})
     assert (plain.boot_seconds, plain.fail_rank, plain.stall, plain.flood, plain.tick) == (2.0, None, False, 0, 0)
 
 
@@ -415,7 +430,7 @@ def test_workers_wait_for_a_restarted_head_before_the_group_forms(spawn: Callabl
     worker1.wait_for("before the group formed; retrying")
     head = spawn(*rank_args(0, 3, dist, p0, *fast))
     worker2 = spawn(*rank_args(2, 3, dist, p2, *fast))
-    head.wait_for(demo.READY_LINE)
+    head.wait_for(lines.READY_LINE)
     for worker in (worker1, worker2):
         worker.wait_for("Worker ready; serving /health")
         assert worker.proc.poll() is None
@@ -440,15 +455,15 @@ def refused(port: int) -> bool:
 
 
 def test_vllm_flags_choose_the_vllm_mode() -> None:
-    cfg = demo.parse_config(vllm_args(2, 4, 25000, 8002), env={})
+    cfg = config.parse_config(vllm_args(2, 4, 25000, 8002), env={})
     assert (cfg.engine, cfg.headless, cfg.node_rank, cfg.nnodes) == ("vllm", True, 2, 4)
     assert (cfg.dist_host, cfg.dist_port, cfg.model_path) == ("127.0.0.1", 25000, "demo-org/Demo-1B")
-    head = demo.parse_config(["--model", "m", "--nnodes", "2"], env={})
+    head = config.parse_config(["--model", "m", "--nnodes", "2"], env={})
     assert (head.engine, head.port, head.dist_host, head.dist_port) == ("vllm", 8000, "127.0.0.1", 29501)
-    assert demo.parse_config(["--model-path", "m"], env={}).engine == "sglang"
-    assert demo.parse_config(["--model", "m", "--demo-engine", "vllm"],
+    assert config.parse_config(["--model-path", "m"], env={}).engine == "sglang"
+    assert config.parse_config(["--model", "m", "--demo-engine", "vllm"],
                              env={"SPARKTUI_DEMO_ENGINE": "sglang"}).engine == "vllm"  # flag wins
-    assert demo.parse_config(["--model", "m"], env={"SPARKTUI_DEMO_ENGINE": "sglang"}).engine == "sglang"
+    assert config.parse_config(["--model", "m"], env={"SPARKTUI_DEMO_ENGINE": "sglang"}).engine == "sglang"
 
 
 @pytest.mark.parametrize(
@@ -465,8 +480,8 @@ def test_vllm_flags_choose_the_vllm_mode() -> None:
 )
 def test_bad_vllm_arguments_exit_2(args: list[str], env: dict[str, str]) -> None:
     with pytest.raises(SystemExit) as info:
-        demo.parse_config(args, env=env)
-    assert info.value.code == demo.EXIT_USAGE
+        config.parse_config(args, env=env)
+    assert info.value.code == lines.EXIT_USAGE
 
 
 def test_vllm_head_serves_and_headless_workers_open_no_port(spawn: Callable[..., Rank]) -> None:
@@ -477,14 +492,14 @@ def test_vllm_head_serves_and_headless_workers_open_no_port(spawn: Callable[...,
         worker.wait_for("rendezvous: rank")
     head = spawn(*vllm_args(0, 3, master, p0, *fast))
 
-    head.wait_for(demo.VLLM_READY_LINE)
+    head.wait_for(lines.VLLM_READY_LINE)
     for r, worker in enumerate(workers, 1):
-        worker.wait_for(demo.VLLM_WORKER_READY_LINE.format(rank=r, world=3))
+        worker.wait_for(lines.VLLM_WORKER_READY_LINE.format(rank=r, world=3))
         assert f"DEMO rendezvous ok: world=3 rank={r} peers=0@127.0.0.1," in worker.text()
         assert "Launching engine core in headless mode" in worker.text()
         assert [m.group(1) if (m := VLLM_PREFIX.match(line)) else line for line in worker.lines] == \
             [str(r)] * len(worker.lines)
-        assert demo.VLLM_READY_LINE not in worker.text()
+        assert lines.VLLM_READY_LINE not in worker.text()
     assert refused(p1) and refused(p2)  # --headless: no HTTP port at all
     text = head.text()
     assert all(VLLM_PREFIX.match(line) for line in head.lines)
@@ -492,7 +507,7 @@ def test_vllm_head_serves_and_headless_workers_open_no_port(spawn: Callable[...,
                  "Starting vLLM API server 0 on http://127.0.0.1:"):
         assert line in text
     # the API server starts only once every worker is ready, and ends the boot log
-    assert text.index("DEMO all 3 ranks ready") < text.index(demo.VLLM_READY_LINE)
+    assert text.index("DEMO all 3 ranks ready") < text.index(lines.VLLM_READY_LINE)
     assert get_json(p0, "/health") == (200, {"status": "ok"})
     status, models = get_json(p0, "/v1/models")
     assert status == 200 and [m["id"] for m in models["data"]] == ["demo-vllm"]
@@ -514,17 +529,17 @@ def test_vllm_head_answers_nothing_before_startup_completes(spawn: Callable[...,
     assert not refused(port)  # bound at once (a port in use fails the rank before it boots)
     with pytest.raises(TimeoutError):  # but like vLLM's API server, it serves only once started
         request("GET", port, "/health", timeout=0.5)
-    assert demo.VLLM_READY_LINE not in head.text()
+    assert lines.VLLM_READY_LINE not in head.text()
 
 
 def test_vllm_killed_headless_worker_brings_the_head_down(spawn: Callable[..., Rank]) -> None:
     master, p0, p1 = free_port(""), free_port(), free_port()
     head = spawn(*vllm_args(0, 2, master, p0, "--demo-boot-seconds", "0"))
     worker = spawn(*vllm_args(1, 2, master, p1, "--demo-boot-seconds", "0"))
-    head.wait_for(demo.VLLM_READY_LINE)
+    head.wait_for(lines.VLLM_READY_LINE)
     worker.wait_for("headless worker ready")
     worker.proc.kill()
-    assert head.wait_exit() == demo.EXIT_GROUP_LOST
+    assert head.wait_exit() == lines.EXIT_GROUP_LOST
     assert "Watchdog caught collective operation timeout" in head.text()
 
 
@@ -533,12 +548,12 @@ def test_vllm_failing_rank_prints_a_vllm_traceback(spawn: Callable[..., Rank]) -
     fail = ("--demo-boot-seconds", "0.3", "--demo-fail-rank", "1")
     head = spawn(*vllm_args(0, 2, master, p0, *fail))
     worker = spawn(*vllm_args(1, 2, master, p1, *fail))
-    assert worker.wait_exit() == demo.EXIT_SIMULATED
+    assert worker.wait_exit() == lines.EXIT_SIMULATED
     out = worker.text()
     assert "Traceback (most recent call last):" in out and "RuntimeError: NCCL error" in out
     assert "vllm/v1/worker/gpu_worker.py" in out
-    assert head.wait_exit() == demo.EXIT_GROUP_LOST
-    assert demo.VLLM_READY_LINE not in head.text()
+    assert head.wait_exit() == lines.EXIT_GROUP_LOST
+    assert lines.VLLM_READY_LINE not in head.text()
 
 
 def test_the_api_key_and_hf_token_are_printed_as_the_engines_print_their_arguments(

@@ -1,0 +1,175 @@
+"""The OpenAI-style API's answers: the model card, SGLang's model info and chat completions
+(streamed or not) of a canned text at about fifty tokens a second."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from .config import Config
+from .lines import CONTEXT_LEN, ENGINE_NAME, KV_TOKENS
+from .log import Log
+
+if TYPE_CHECKING:
+    from .http import Handler
+
+OWNED_BY = "sparktui-demo"
+DEFAULT_MAX_TOKENS = 64
+TOKENS_PER_SECOND = 50.0
+DEMO_TEXT = (
+    "This is the sparktui demo engine. It is not a real model: every reply is the same canned text, "
+    "streamed at about fifty tokens per second, so that a launcher, its health checks and its log "
+    "views can be tested end to end without a GPU."
+)
+
+
+def demo_tokens() -> list[str]:
+    words = DEMO_TEXT.split(" ")
+    return [words[0]] + [" " + word for word in words[1:]]
+
+
+class BadRequest(Exception):
+    pass
+
+
+class ChatRequest(NamedTuple):
+    stream: bool
+    max_tokens: int
+    prompt_tokens: int
+
+
+def parse_request(raw: bytes) -> ChatRequest:
+    """A chat completion request's body, or ``BadRequest`` with the reason."""
+    try:
+        body = json.loads(raw or b"null")
+    except ValueError as exc:
+        raise BadRequest(f"request body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("'messages' must be a non-empty list")
+    max_tokens = body.get("max_tokens")
+    if max_tokens is None:
+        max_tokens = body.get("max_completion_tokens")
+    if max_tokens is None:
+        max_tokens = DEFAULT_MAX_TOKENS
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise BadRequest("'max_tokens' must be a positive integer")
+    prompt = 0
+    for message in messages:
+        content = message.get("content", "") if isinstance(message, dict) else message
+        prompt += 4 + len(str(content).split())
+    stream = bool(body.get("stream", False))
+    return ChatRequest(stream=stream, max_tokens=max_tokens, prompt_tokens=prompt)
+
+
+class Chat:
+    """What rank 0's API answers; counts the requests it serves (their ids, the batch lines)."""
+
+    def __init__(self, cfg: Config, log: Log) -> None:
+        self.cfg = cfg
+        self.log = log
+        self.created = int(time.time())
+        self._req_lock = threading.Lock()
+        self._req_count = 0
+        self._running = 0
+
+    def model_card(self) -> dict[str, Any]:
+        return {
+            "id": self.cfg.served_model_name,
+            "object": "model",
+            "created": self.created,
+            "owned_by": OWNED_BY,
+            "root": self.cfg.model_path,
+            "max_model_len": CONTEXT_LEN,
+        }
+
+    def model_info(self) -> dict[str, Any]:
+        return {
+            "model_path": self.cfg.model_path,
+            "tokenizer_path": self.cfg.model_path,
+            "served_model_name": self.cfg.served_model_name,
+            "is_generation": True,
+            "weight_version": "default",
+            "engine": ENGINE_NAME,
+            "tp_size": self.cfg.nnodes,
+        }
+
+    def serve(self, handler: Handler, request: ChatRequest) -> None:
+        with self._req_lock:
+            self._req_count += 1
+            self._running += 1
+            number, running = self._req_count, self._running
+        rid = f"chatcmpl-demo-{self.created:x}-{number}"
+        self.log(f"Prefill batch. #new-seq: 1, #new-token: {request.prompt_tokens}, #cached-token: 0, "
+                 f"token usage: 0.00, #running-req: {running - 1}, #queue-req: 0")
+        all_tokens = demo_tokens()
+        tokens = all_tokens[: request.max_tokens]
+        finish = "length" if len(all_tokens) > request.max_tokens else "stop"
+        usage = {
+            "prompt_tokens": request.prompt_tokens,
+            "completion_tokens": len(tokens),
+            "total_tokens": request.prompt_tokens + len(tokens),
+        }
+        base = {"id": rid, "created": int(time.time()), "model": self.cfg.served_model_name}
+        started = time.monotonic()
+        try:
+            if request.stream:
+                self._stream(handler, base, tokens, finish, usage)
+            else:
+                time.sleep(len(tokens) / TOKENS_PER_SECOND)
+                handler.send_json(200, {
+                    **base,
+                    "object": "chat.completion",
+                    "choices": [{
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "".join(tokens)},
+                        "logprobs": None,
+                        "finish_reason": finish,
+                    }],
+                    "usage": usage,
+                })
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
+            handler.close_connection = True
+            self.log(f"Abort request {rid}: the client went away")
+        else:
+            elapsed = max(time.monotonic() - started, 1e-3)
+            self.log(f"Decode batch. #running-req: {running}, #token: {usage['total_tokens']}, token usage: "
+                     f"{usage['total_tokens'] / KV_TOKENS:.2f}, gen throughput (token/s): "
+                     f"{len(tokens) / elapsed:.2f}, #queue-req: 0")
+        finally:
+            with self._req_lock:
+                self._running -= 1
+
+    @staticmethod
+    def _stream(handler: Handler, base: dict[str, Any], tokens: list[str], finish: str,
+                usage: dict[str, int]) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Cache-Control", "no-cache")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+
+        def send(payload: bytes) -> None:
+            handler.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+
+        def chunk(delta: dict[str, str], reason: str | None, extra: dict[str, Any] | None = None) -> None:
+            body = {**base, "object": "chat.completion.chunk",
+                    "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}]}
+            if extra:
+                body.update(extra)
+            send(b"data: " + json.dumps(body).encode() + b"\n\n")
+
+        chunk({"role": "assistant", "content": ""}, None)
+        start = time.monotonic()
+        for i, token in enumerate(tokens):
+            delay = start + (i + 1) / TOKENS_PER_SECOND - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            chunk({"content": token}, None)
+        chunk({}, finish, {"usage": usage})
+        send(b"data: [DONE]\n\n")
+        handler.wfile.write(b"0\r\n\r\n")
