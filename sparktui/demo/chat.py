@@ -6,14 +6,24 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from .config import Config
 from .lines import CONTEXT_LEN, ENGINE_NAME, KV_TOKENS
 from .log import Log
 
-if TYPE_CHECKING:
-    from .http import Handler
+
+class Handler(Protocol):
+    """What an answer needs of the request's handler (``http.Handler``, which imports this
+    module: a protocol here, not an import back)."""
+
+    close_connection: bool
+    wfile: Any
+
+    def send_json(self, status: int, body: Any) -> None: ...
+    def send_response(self, code: int, message: str | None = None) -> None: ...
+    def send_header(self, keyword: str, value: str) -> None: ...
+    def end_headers(self) -> None: ...
 
 OWNED_BY = "sparktui-demo"
 DEFAULT_MAX_TOKENS = 64

@@ -8,14 +8,24 @@ import json
 import socket
 import socketserver
 import sys
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from .chat import BadRequest, parse_request
+from .chat import BadRequest, Chat, parse_request
+from .config import Config
 from .lines import ENGINE_NAME
+from .log import Log
 
-if TYPE_CHECKING:
-    from .rank import Rank
+
+class Rank(Protocol):
+    """What the server reads of its rank (``rank.Rank``, which imports this module: a protocol
+    here, not an import back)."""
+
+    cfg: Config
+    log: Log
+    chat: Chat
+    ready: threading.Event
 
 SERVER_VERSION = "sparktui-demo-engine/0.1"
 
