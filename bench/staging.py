@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 from safetensors.numpy import save_file  # noqa: E402
 
+from sparktui.backend.nodeshell import login_shell_command  # noqa: E402
 from sparktui.backend.staging import agent_argv, agent_input  # noqa: E402
-from sparktui.backend.transport import login_shell_command  # noqa: E402
 
 NODE_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 SNAP = "hub/models--deepseek-ai--DeepSeek-V4.1-Flash/snapshots/dba1be0a40aa45a94ad051997016db3960a90277"

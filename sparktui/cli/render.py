@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sparktui.core.controls import visible
+from sparktui.core.kinds import kind_of
 from sparktui.core.problems import Problem
 from sparktui.core.units import format_bytes, format_duration
 
@@ -126,8 +127,9 @@ def plan_view(plan: Plan, show_secrets: bool = False, only_rank: int | None = No
     head.add_row("recipe", plain(f"{plan.recipe_name} ({plan.recipe_path or plan.recipe_slug})"))
     head.add_row("engine", plain(f"{plan.engine} · model {plan.model} · served as "
                                  f"{plan.served_model_name}"))
-    head.add_row("cluster", plain(f"{plan.cluster_name}" + (" (local processes)" if plan.cluster_local
-                                                            else "") + f" · {plan.world} ranks"))
+    shown = kind_of(plan.cluster_kind).shown
+    head.add_row("cluster", plain(f"{plan.cluster_name}" + (f" ({shown})" if shown else "")
+                                  + f" · {plan.world} ranks"))
     head.add_row("plan hash", plain(plan.plan_hash))
     parts: list[RenderableType] = [Panel(head, title="plan", title_align="left")]
     for r in plan.ranks:

@@ -15,6 +15,7 @@ from typing import Any
 
 from sparktui.core.cluster import LOCAL_HEAD, Cluster, Node
 from sparktui.core.engines import FATAL_LINES, Launch, engine
+from sparktui.core.kinds import kind_of
 from sparktui.core.ownership import LABEL_OWNER
 from sparktui.core.placeholders import substitute
 from sparktui.core.recipe import HF_CACHE_IN_CONTAINER, CheckSpec, Recipe
@@ -209,7 +210,7 @@ class Plan:
     served_model_name: str
     port: int
     cluster_name: str
-    cluster_local: bool
+    cluster_kind: str  # a key of ``core.kinds.KINDS``
     ranks: list[RankPlan]
     staging: list[StagingPlan]
     boot: BootPlan
@@ -230,7 +231,8 @@ class Plan:
                        "path": self.recipe_path, "engine": self.engine,
                        "distributed_backend": self.distributed_backend,
                        "model": self.model, "served_model_name": self.served_model_name},
-            "cluster": {"name": self.cluster_name, "local": self.cluster_local},
+            "cluster": {"name": self.cluster_name,
+                        "local": kind_of(self.cluster_kind).on_this_machine},
             "plan_hash": self.plan_hash,
             "ranks": [r.to_json(show_secrets, conceal) for r in self.ranks],
             "staging": [s.to_json() for s in self.staging],
@@ -274,13 +276,14 @@ def rank_flags(recipe: Recipe, rank: int, cluster: Cluster, port: int) -> list[s
     """The flags the launcher appends to ``args`` for ``rank``: the engine adapter's rule
     (``core/engines``), fed from the recipe and the cluster. The API listens on every interface
     of a real node (clients and the other nodes reach it there), on the loopback only on the
-    local cluster: this machine's network has no business reaching a demo rank."""
+    local cluster (a kind whose nodes are this machine): this machine's network has no business
+    reaching a demo rank."""
     spec = recipe.spec
     return engine(spec.engine).rank_flags(Launch(
         model=spec.model, nnodes=spec.required_nodes, rank=rank, head_addr=cluster.head.fabric_ip,
         dist_port=cluster.dist_init_port, port=port, tp_size=spec.tensor_parallel_size,
         distributed_backend=spec.distributed_backend,
-        bind_host=LOCAL_HEAD if cluster.is_local else "0.0.0.0",
+        bind_host=LOCAL_HEAD if cluster.traits.on_this_machine else "0.0.0.0",
     ))
 
 
@@ -416,7 +419,7 @@ def build_plan(recipe: Recipe, cluster: Cluster, secret_key: bytes | None = None
         recipe_name=recipe.title, recipe_slug=recipe.slug,
         recipe_path=recipe.source.display, engine=spec.engine, model=spec.model,
         served_model_name=served_model_name(recipe), port=spec.api_port,
-        cluster_name=cluster.name, cluster_local=cluster.is_local,
+        cluster_name=cluster.name, cluster_kind=cluster.kind,
         ranks=ranks, staging=staging, boot=_boot(recipe),
         distributed_backend=spec.distributed_backend,
     )

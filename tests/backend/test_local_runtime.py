@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from sparktui.agents.local_shim import CONTINUED, MAX_LINE_BYTES, proc_start, proc_stat
-from sparktui.backend.local_runtime import LocalRuntime, pid_alive
 from sparktui.backend.runtime import ContainerState, LogChunk, NameTaken
+from sparktui.backend.runtimes.processes import LocalRuntime, pid_alive
 from sparktui.core.plan import ContainerSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -169,7 +169,7 @@ async def test_ranks_outlive_their_creator(rt: LocalRuntime, state_dir: Path) ->
 import asyncio, sys
 from pathlib import Path
 sys.path.insert(0, {str(ROOT)!r})
-from sparktui.backend.local_runtime import LocalRuntime
+from sparktui.backend.runtimes.processes import LocalRuntime
 from sparktui.core.plan import ContainerSpec
 spec = ContainerSpec(name="orphan", image="img", entrypoint=["python3", "-c"], command=[{TICKER!r}],
                      env={{"WHO": "creator"}}, mounts=[], shm_size=None, network_mode="host",
@@ -195,7 +195,7 @@ print(st.id, st.status)
 import asyncio, sys
 from pathlib import Path
 sys.path.insert(0, {str(ROOT)!r})
-from sparktui.backend.local_runtime import LocalRuntime
+from sparktui.backend.runtimes.processes import LocalRuntime
 async def main():
     rt = LocalRuntime(Path(sys.argv[1]))
     (st,) = await rt.find({{"sparktui.rank": "0"}})

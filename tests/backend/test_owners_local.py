@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from sparktui.backend.local_runtime import LocalRuntime
 from sparktui.backend.orchestrator import Orchestrator
 from sparktui.backend.owners import HeldElsewhere, NameClash
+from sparktui.backend.runtimes.processes import LocalRuntime
 from sparktui.core.cluster import local_cluster
 from sparktui.core.plan import ContainerSpec, build_plan
 from sparktui.core.recipe import load_recipe

@@ -18,8 +18,8 @@ from sparktui.backend import health
 from sparktui.backend.board import Board
 from sparktui.backend.events import Event, RankChanged
 from sparktui.backend.health import HealthProber
-from sparktui.backend.http import ByteReader, ByteWriter, request
-from sparktui.backend.transport import LocalTransport, SshTransport, Transport
+from sparktui.backend.http import ByteReader, ByteWriter, Opener, request
+from sparktui.backend.nodeshell import LocalShell, NodeShell, SshShell
 from sparktui.core.cluster import Cluster, load_cluster, local_cluster
 from sparktui.core.plan import Plan, build_plan
 from sparktui.core.recipe import load_recipe
@@ -74,7 +74,7 @@ async def one_server() -> AsyncIterator[tuple[StandInEngine, int]]:
 async def test_request_through_the_local_transports_opener(
         one_server: tuple[StandInEngine, int]) -> None:
     engine, port = one_server
-    transport = LocalTransport(local_cluster(1).nodes[0])
+    transport = LocalShell(local_cluster(1).nodes[0])
     res = await request("127.0.0.1", port, "/v1/models", opener=transport.open_connection)
     assert res.status == 200 and res.json() == {"object": "list", "data": [{"id": "m"}]}
     engine.chunked = True
@@ -99,7 +99,7 @@ async def test_request_goes_where_the_opener_takes_it(
 
 
 async def test_a_refused_or_silent_port_raises_what_probes_expect() -> None:
-    transport = LocalTransport(local_cluster(1).nodes[0])
+    transport = LocalShell(local_cluster(1).nodes[0])
     with socket_bound() as port, pytest.raises(OSError):  # bound, never listening: refused
         await request("127.0.0.1", port, "/health", opener=transport.open_connection)
 
@@ -151,8 +151,9 @@ async def engines() -> AsyncIterator[tuple[Plan, Board, list[Event], list[StandI
         await s.wait_closed()
 
 
-def transports(plan: Plan, board: Board) -> dict[str, Transport]:
-    return {info.node.name: LocalTransport(info.node) for info in board.ranks}
+def transports(plan: Plan, board: Board) -> dict[str, Opener]:
+    """Each node's opener, through this machine's shell (the local runtime's ``NodeProbe``)."""
+    return {info.node.name: LocalShell(info.node).open_connection for info in board.ranks}
 
 
 async def test_booting_every_second_ready_every_interval_gone_never(
@@ -307,10 +308,10 @@ async def test_a_node_without_its_ssh_connection_gives_no_code_and_no_error(tmp_
     info = board.ranks[1]
     board.set_state(info, "creating")
     board.set_state(info, "booting")
-    ssh: dict[str, Transport] = {n.name: SshTransport(n) for n in cluster.nodes}
+    ssh: dict[str, NodeShell] = {n.name: SshShell(n) for n in cluster.nodes}
     with pytest.raises(ConnectionError, match="no SSH connection"):
         await ssh[info.node.name].open_connection("127.0.0.1", plan.ranks[1].port)
-    prober = HealthProber(board, ssh)
+    prober = HealthProber(board, {name: shell.open_connection for name, shell in ssh.items()})
     assert await prober.probe(info) is None
     task = asyncio.create_task(prober.loop())
     await asyncio.sleep(1.5)
