@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sparktui.core.cluster import LOCAL_HEAD, Cluster, Node
+from sparktui.core.dockerview import docker_run_line
 from sparktui.core.engines import FATAL_LINES, Launch, engine
 from sparktui.core.kinds import kind_of
 from sparktui.core.ownership import LABEL_OWNER
@@ -33,19 +33,31 @@ LABEL_PLAN = "sparktui.plan"
 
 @dataclass(frozen=True)
 class MountSpec:
+    """A node's folder seen by the rank at ``target`` (the same path for a local process)."""
+
     source: str
     target: str
     read_only: bool = False
 
-    @property
-    def bind(self) -> str:
-        """Docker's ``host:container:mode`` (validation keeps ``:`` out of recipe paths)."""
-        return f"{self.source}:{self.target}:{'ro' if self.read_only else 'rw'}"
+
+@dataclass(frozen=True)
+class DockerOptions:
+    """What only a container engine takes for a rank: the host's namespaces it shares and the
+    cluster file's ``[docker]`` capabilities and limits. Another runtime leaves them aside."""
+
+    network_mode: str = "host"
+    ipc_mode: str = "host"
+    cap_add: list[str] = field(default_factory=list)
+    ulimits: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class ContainerSpec:
-    """Everything docker needs to start one rank; also what the local runtime runs."""
+    """What one rank runs, in no runtime's words: the image, the process (``entrypoint`` then
+    ``command``), its environment, mounts, shared memory, GPUs, devices and labels. Each
+    runtime renders it its own way: Docker as a container (``core.dockerview`` and
+    ``backend/runtimes/docker.py``, with ``docker``'s options), the local runtime as a process
+    with ``env``; a Slurm runtime as a step."""
 
     name: str
     image: str
@@ -54,14 +66,11 @@ class ContainerSpec:
     env: dict[str, str]
     mounts: list[MountSpec]
     shm_size: str | None
-    network_mode: str
-    ipc_mode: str
     gpus: str
     devices: list[str]
-    cap_add: list[str]
-    ulimits: dict[str, int]
     labels: dict[str, str]
     secrets: SecretRules = field(default=SecretRules())  # which env and args values are secret
+    docker: DockerOptions = field(default_factory=DockerOptions)
 
     @property
     def argv(self) -> list[str]:
@@ -109,8 +118,11 @@ class ContainerSpec:
             self.secrets.values({}, self.command)
 
     def to_json(self, show_secrets: bool = False, conceal: Conceal | None = None) -> dict[str, Any]:
+        """The plan's record of the rank, Docker's options beside the rest as they always were
+        (the plan hash is taken over it: a running cluster's hash stays what it was)."""
         data = asdict(self)
-        del data["secrets"]
+        del data["secrets"], data["docker"]
+        data.update(asdict(self.docker))
         data["env"] = self.shown_env(show_secrets, conceal)
         data["command"] = self.shown_command(show_secrets, conceal)
         data["entrypoint"] = self.shown_entrypoint(show_secrets, conceal)
@@ -133,6 +145,7 @@ class RankPlan:
     serves_http: bool = True  # False: a headless worker that opens no port (nothing to probe)
 
     def docker_run(self, show_secrets: bool = False, conceal: Conceal | None = None) -> str:
+        """The rank as Docker runs it (``core.dockerview``): in the plan, for every kind."""
         return docker_run_line(self.container, show_secrets=show_secrets, conceal=conceal)
 
     def to_json(self, show_secrets: bool = False, conceal: Conceal | None = None) -> dict[str, Any]:
@@ -240,38 +253,6 @@ class Plan:
         }
 
 
-def docker_run_line(c: ContainerSpec, show_secrets: bool = False,
-                    conceal: Conceal | None = None) -> str:
-    """A shell-quoted ``docker run`` that starts the same container (secrets masked unless
-    ``show_secrets``)."""
-    q = shlex.quote
-    parts = ["docker", "run", "-d", "--name", q(c.name)]
-    parts += ["--network", q(c.network_mode), "--ipc", q(c.ipc_mode)]
-    if c.shm_size:
-        parts += ["--shm-size", q(c.shm_size)]
-    if c.gpus and c.gpus != "none":
-        parts += ["--gpus", q(c.gpus)]
-    for d in c.devices:
-        parts += ["--device", q(d)]
-    for cap in c.cap_add:
-        parts += ["--cap-add", q(cap)]
-    for name, limit in c.ulimits.items():
-        parts += ["--ulimit", q(f"{name}={limit}")]
-    for m in c.shown_mounts(show_secrets, conceal):
-        parts += ["-v", q(f"{m.source}:{m.target}" + (":ro" if m.read_only else ""))]
-    for k, v in c.shown_env(show_secrets, conceal).items():
-        parts += ["-e", q(f"{k}={v}")]
-    for k, v in c.shown_labels(show_secrets, conceal).items():
-        parts += ["--label", q(f"{k}={v}")]
-    entrypoint = c.shown_entrypoint(show_secrets, conceal)
-    if entrypoint:
-        parts += ["--entrypoint", q(entrypoint[0])]
-    parts.append(q(c.image))
-    parts += [q(a) for a in entrypoint[1:]]
-    parts += [q(a) for a in c.shown_command(show_secrets, conceal)]
-    return " ".join(parts)
-
-
 def rank_flags(recipe: Recipe, rank: int, cluster: Cluster, port: int) -> list[str]:
     """The flags the launcher appends to ``args`` for ``rank``: the engine adapter's rule
     (``core/engines``), fed from the recipe and the cluster. The API listens on every interface
@@ -330,14 +311,12 @@ def _container(recipe: Recipe, cluster: Cluster, node: Node, rank: int, port: in
         env={k: sub(v) for k, v in spec.env.items()},
         mounts=mounts,
         shm_size=spec.shm_size,
-        network_mode="host",
-        ipc_mode="host",
         gpus=node.docker.gpus,
         devices=list(node.docker.devices),
-        cap_add=list(node.docker.cap_add),
-        ulimits=dict(node.docker.ulimits),
         labels=labels,
         secrets=SecretRules(tuple(spec.secret_env), tuple(spec.secret_args)),
+        docker=DockerOptions(network_mode="host", ipc_mode="host", cap_add=list(node.docker.cap_add),
+                             ulimits=dict(node.docker.ulimits)),
     )
 
 

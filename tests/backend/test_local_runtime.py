@@ -31,8 +31,7 @@ def make_spec(name: str, code: str, env: dict[str, str] | None = None,
         name=name, image="unused:latest",
         entrypoint=entrypoint if entrypoint is not None else ["python3", "-c"],
         command=[code] if entrypoint is None else [],
-        env=env or {}, mounts=[], shm_size=None, network_mode="host", ipc_mode="host", gpus="none",
-        devices=[], cap_add=[], ulimits={}, labels=labels or {},
+        env=env or {}, mounts=[], shm_size=None, gpus="none", devices=[], labels=labels or {},
     )
 
 
@@ -172,8 +171,7 @@ sys.path.insert(0, {str(ROOT)!r})
 from sparktui.backend.runtimes.processes import LocalRuntime
 from sparktui.core.plan import ContainerSpec
 spec = ContainerSpec(name="orphan", image="img", entrypoint=["python3", "-c"], command=[{TICKER!r}],
-                     env={{"WHO": "creator"}}, mounts=[], shm_size=None, network_mode="host",
-                     ipc_mode="host", gpus="none", devices=[], cap_add=[], ulimits={{}},
+                     env={{"WHO": "creator"}}, mounts=[], shm_size=None, gpus="none", devices=[],
                      labels={{"sparktui.recipe": "demo", "sparktui.rank": "0"}})
 st = asyncio.run(LocalRuntime(Path(sys.argv[1])).run(spec, {{"sparktui.run": "r1"}}))
 print(st.id, st.status)

@@ -23,8 +23,7 @@ SLEEP = ["sh", "-c", "echo planted; sleep 600"]
 
 def planted(name: str, labels: dict[str, str]) -> ContainerSpec:
     return ContainerSpec(name=name, image="none", entrypoint=SLEEP, command=[], env={}, mounts=[],
-                         shm_size=None, network_mode="host", ipc_mode="host", gpus="none",
-                         devices=[], cap_add=[], ulimits={}, labels=labels)
+                         shm_size=None, gpus="none", devices=[], labels=labels)
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from sparktui.backend.runtime import (
     Status,
 )
 from sparktui.core.cluster import Node
+from sparktui.core.dockerview import bind
 from sparktui.core.plan import ContainerSpec
 from sparktui.core.timing import mark
 
@@ -134,23 +135,24 @@ class DockerRuntime:
         return await self._call(get)
 
     async def run(self, spec: ContainerSpec, extra_labels: dict[str, str]) -> ContainerState:
+        """The Docker rendering of the neutral spec: the SDK's ``create`` arguments."""
         kwargs: dict[str, Any] = dict(
             image=spec.image, command=spec.command, entrypoint=spec.entrypoint or None,
             environment=spec.env, name=spec.name, detach=True,
-            labels={**spec.labels, **extra_labels}, network_mode=spec.network_mode,
-            ipc_mode=spec.ipc_mode, init=True,
+            labels={**spec.labels, **extra_labels}, network_mode=spec.docker.network_mode,
+            ipc_mode=spec.docker.ipc_mode, init=True,
             # a list of binds: a dict keyed by the host path kept one of two mounts of one folder
-            volumes=[m.bind for m in spec.mounts],
+            volumes=[bind(m) for m in spec.mounts],
         )
         if spec.shm_size:
             kwargs["shm_size"] = spec.shm_size
         if spec.devices:
             kwargs["devices"] = [f"{d}:{d}:rwm" if ":" not in d else d for d in spec.devices]
-        if spec.cap_add:
-            kwargs["cap_add"] = spec.cap_add
-        if spec.ulimits:
+        if spec.docker.cap_add:
+            kwargs["cap_add"] = spec.docker.cap_add
+        if spec.docker.ulimits:
             kwargs["ulimits"] = [docker.types.Ulimit(name=k, soft=v, hard=v)
-                                 for k, v in spec.ulimits.items()]
+                                 for k, v in spec.docker.ulimits.items()]
         gpus = spec.gpus.strip().lower()
         if gpus and gpus != "none":
             if gpus == "all":
