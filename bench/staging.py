@@ -15,7 +15,7 @@ included) and the agent's own time (its `done` event: scan, ledgers, the sampled
 Targets (issue 13): pack >= 0.8x cp on a run where cp exceeds 900 MiB/s; verify <= 2 % of pack.
 
 ``--login-shell SHELL`` runs each agent as sshd runs a node's command: ``SHELL -c`` the string
-``transport.login_shell_command`` makes (issue 23: a few ms for ``/bin/sh`` and ``base64``).
+``nodeshell.login_shell_command`` makes (issue 23: a few ms for ``/bin/sh`` and ``base64``).
 
     python bench/staging.py [--gib 2] [--dir /var/tmp] [--runs 5] [--python PATH] [--login-shell SHELL]
 """

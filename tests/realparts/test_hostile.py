@@ -112,19 +112,19 @@ async def test_staging_refuses_a_link_and_never_makes_a_tilde_folder(testbed: An
         assert precious.read_bytes() == b"keep me"
 
         # ~ in dst, on the node itself: expanded there with the node's HOME, or refused
-        transport = orch.shells["node0"]
+        shell = orch.shells["node0"]
         agent = agent_input()  # started as staging starts it: the same command, the same stdin
         spec = {"src": src, "dst": "~/engram", "id": "engram", "world": 1, "ranks": [0], "node": "node0"}
         cwd = f"/home/cwd-{tag}"
         lines: list[str] = []
-        rc = await transport.stream(["sh", "-c", f'mkdir -p {cwd} && cd {cwd} && HOME=/home/home-{tag} '
+        rc = await shell.stream(["sh", "-c", f'mkdir -p {cwd} && cd {cwd} && HOME=/home/home-{tag} '
                                      'exec "$@"', "sh", *agent_argv(spec)], lines.append, stdin=agent)
         assert rc == 0, lines
         assert (home / f"home-{tag}" / "engram" / "engram-l1-r0of1.bin").read_bytes() == \
             ckpt.expected(1, 0, 1)
         # a user with no passwd entry and no HOME (the system python3: root's may be private)
         lines.clear()
-        rc = await transport.stream(["sh", "-c", f"cd {cwd} && exec env -u HOME setpriv --reuid=54321 "
+        rc = await shell.stream(["sh", "-c", f"cd {cwd} && exec env -u HOME setpriv --reuid=54321 "
                                      '--regid=54321 --clear-groups "$@"', "sh",
                                      *agent_argv(spec, "/usr/bin/python3")], lines.append, stdin=agent)
         assert rc == 1
