@@ -118,17 +118,19 @@ class ContainerSpec:
             self.secrets.values({}, self.command)
 
     def to_json(self, show_secrets: bool = False, conceal: Conceal | None = None) -> dict[str, Any]:
-        """The plan's record of the rank, Docker's options beside the rest as they always were
-        (the plan hash is taken over it: a running cluster's hash stays what it was)."""
-        data = asdict(self)
-        del data["secrets"], data["docker"]
-        data.update(asdict(self.docker))
-        data["env"] = self.shown_env(show_secrets, conceal)
-        data["command"] = self.shown_command(show_secrets, conceal)
-        data["entrypoint"] = self.shown_entrypoint(show_secrets, conceal)
-        data["mounts"] = [asdict(m) for m in self.shown_mounts(show_secrets, conceal)]
-        data["labels"] = self.shown_labels(show_secrets, conceal)
-        return data
+        """The plan's record of the rank, Docker's options beside the rest, keys in the order
+        they always had (the plan hash is taken over it: a running cluster's stays what it was)."""
+        d = self.docker
+        return {
+            "name": self.name, "image": self.image,
+            "entrypoint": self.shown_entrypoint(show_secrets, conceal),
+            "command": self.shown_command(show_secrets, conceal),
+            "env": self.shown_env(show_secrets, conceal),
+            "mounts": [asdict(m) for m in self.shown_mounts(show_secrets, conceal)],
+            "shm_size": self.shm_size, "network_mode": d.network_mode, "ipc_mode": d.ipc_mode,
+            "gpus": self.gpus, "devices": list(self.devices), "cap_add": list(d.cap_add),
+            "ulimits": dict(d.ulimits), "labels": self.shown_labels(show_secrets, conceal),
+        }
 
 
 def _conceal(show_secrets: bool, conceal: Conceal | None) -> Conceal:
