@@ -19,14 +19,18 @@ from pathlib import Path
 import pytest
 
 from sparktui.backend.http import ByteReader, ByteWriter, Opener
+from sparktui.backend.orchestrator import Orchestrator
 from sparktui.backend.runtime import Containers
 from sparktui.backend.runtimes.base import Images, NodeExec, NodeProbe, RestartOne, Stage, Telemetry
 from sparktui.backend.runtimes.processes import LocalRuntime
 from sparktui.backend.runtimes.registry import RUNTIMES, register, unregister
 from sparktui.cli import main
 from sparktui.config import state_dir
-from sparktui.core.cluster import Cluster, Node
+from sparktui.core.cluster import Cluster, Node, load_cluster
+from sparktui.core.errors import SparkError
 from sparktui.core.kinds import KINDS, Kind
+from sparktui.core.plan import build_plan
+from sparktui.core.recipe import load_recipe
 from sparktui.ui.app import SparkApp
 from sparktui.ui.options import ConsoleOptions
 from tests.conftest import RECIPES
@@ -144,3 +148,47 @@ async def test_the_console_opens_and_drives_it(procs: Path) -> None:
         assert "The server is fired up" in session.orch.run.log(0).path.read_text()
         await session.orch.down()
         assert all(not r.has_container for r in session.orch.ranks)
+
+
+class Bare:
+    """Only what every runtime has: ranks, connect, describe, close."""
+
+    def __init__(self, cluster: Cluster, nodes: list[Node], state_root: Path) -> None:
+        self.kind = KIND
+        self.ranks = LocalRuntime(state_root / "procs")
+
+    def containers(self, node: str) -> Containers:
+        return self.ranks
+
+    async def connect(self, node: str) -> None:
+        return None
+
+    def describe(self, node: str) -> str:
+        return "this machine (bare)"
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_what_a_runtime_cannot_do_is_refused_or_left_out(procs: Path, tmp_path: Path) -> None:
+    """No ``RestartOne``: one rank is not replaced alone; no ``NodeProbe``: no port check, no
+    smoke; no ``Images``: no image check (``up`` skips it) and no sync; no ``Stage``, no
+    ``Telemetry``: a sampler of no node. Nothing is started by any of them."""
+    register(KIND, Bare)
+    recipe = load_recipe(RECIPES / DEMO / "recipe.toml")
+    cluster = load_cluster(procs)
+    orch = Orchestrator(recipe, cluster, build_plan(recipe, cluster), state_root=tmp_path / "s")
+    try:
+        with pytest.raises(SparkError, match="replaces the whole group only"):
+            await orch.restart(1)
+        with pytest.raises(SparkError, match="opens no connection on a node"):
+            await orch.smoke()
+        with pytest.raises(SparkError, match="runs test processes, not images"):
+            await orch.image_sync()
+        assert await orch.check_ports() == [] and not orch.can_sync_images
+        assert orch.telemetry().nodes == [] and await orch.sample_nodes() == []
+        assert [(f.check, f.sentence) for f in await orch.doctor()] == [
+            ("ssh", "this machine (bare)")] * 4
+    finally:
+        await orch.close()
+    assert not (tmp_path / "s" / "procs").exists()
