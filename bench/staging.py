@@ -15,7 +15,7 @@ included) and the agent's own time (its `done` event: scan, ledgers, the sampled
 Targets (issue 13): pack >= 0.8x cp on a run where cp exceeds 900 MiB/s; verify <= 2 % of pack.
 
 ``--login-shell SHELL`` runs each agent as sshd runs a node's command: ``SHELL -c`` the string
-``transport.login_shell_command`` makes (issue 23: a few ms for ``/bin/sh`` and ``base64``).
+``nodeshell.login_shell_command`` makes (issue 23: a few ms for ``/bin/sh`` and ``base64``).
 
     python bench/staging.py [--gib 2] [--dir /var/tmp] [--runs 5] [--python PATH] [--login-shell SHELL]
 """
@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 from safetensors.numpy import save_file  # noqa: E402
 
+from sparktui.backend.nodeshell import login_shell_command  # noqa: E402
 from sparktui.backend.staging import agent_argv, agent_input  # noqa: E402
-from sparktui.backend.transport import login_shell_command  # noqa: E402
 
 NODE_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 SNAP = "hub/models--deepseek-ai--DeepSeek-V4.1-Flash/snapshots/dba1be0a40aa45a94ad051997016db3960a90277"

@@ -1,1 +1,1 @@
-"""The asyncio backend: node transports, container runtimes, the Orchestrator and its events."""
+"""The asyncio backend: node shells, the runtime registry, the Orchestrator and its events."""

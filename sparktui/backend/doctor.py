@@ -1,7 +1,9 @@
 """Preflight per node, all nodes at once: every check passed, warned or failed with a sentence.
 
-Replaces the operator's `doctor` verb: SSH, Docker, the same image on every node, the HF
-snapshot, staging destination and free space, the API port, the NICs NCCL is told to use, GPUs.
+Replaces the operator's `doctor` verb: the node reached (SSH), the runtime's own lines (the
+Docker runtime's engine and image: its ``Preflight``), the same image on every node, and through
+the node's shell (``NodeExec``) the HF snapshot, staging destination and free space, the API
+port, the NICs NCCL is told to use, GPUs.
 """
 
 from __future__ import annotations
@@ -10,8 +12,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Literal
 
-from sparktui.backend.runtime import Runtime, RuntimeLost
-from sparktui.backend.transport import NodeError, Transport
+from sparktui.backend.nodeshell import NodeError
+from sparktui.backend.runtimes.base import NodeExec, Preflight, Runtime
 from sparktui.core.cluster import Node
 from sparktui.core.nodevalues import nic_names
 from sparktui.core.plan import Plan
@@ -46,7 +48,7 @@ def hf_snapshot_dir(hf_cache: str, model: str) -> str:
     return f"{hf_cache}/hub/models--{model.replace('/', '--')}"
 
 
-async def check_node(node: Node, transport: Transport, runtime: Runtime, plan: Plan,
+async def check_node(node: Node, runtime: Runtime, plan: Plan,
                      rank: int) -> tuple[list[Finding], str | None]:
     """Findings for one node, and its image id (to compare across nodes)."""
     found: list[Finding] = []
@@ -55,32 +57,23 @@ async def check_node(node: Node, transport: Transport, runtime: Runtime, plan: P
         found.append(Finding(node.name, check, verdict, sentence))
 
     try:
-        await transport.connect()
+        await runtime.connect(node.name)
     except NodeError as exc:
         add("ssh", "failed", exc.reason)
         return found, None
-    add("ssh", "passed",
-        "local" if node.local else f"connected to {node.host}:{node.ssh_port}, host key verified")
+    add("ssh", "passed", runtime.describe(node.name))
 
     spec = plan.ranks[rank].container
     image_id: str | None = None
-    if node.local:
-        add("runtime", "passed", "local cluster: ranks run as processes, no Docker needed")
-    else:
-        try:
-            version = await runtime.version()  # type: ignore[attr-defined]
-            add("docker", "passed", f"Docker {version.get('Version', '?')} at {node.docker.socket}")
-            image_id = await runtime.image_id(spec.image)
-            if image_id is None:
-                add("image", "failed", f"image {spec.image} is not on this node; copy it with "
-                                       f"sparktui image sync {plan.recipe_slug}")
-            else:
-                add("image", "passed", f"{spec.image} is {image_id[7:19]}")
-        except (RuntimeLost, NodeError, Exception) as exc:
-            add("docker", "failed", f"Docker engine at {node.docker.socket} unreachable: {exc}")
+    if isinstance(runtime, Preflight):
+        lines, image_id = await runtime.preflight(node, spec.image, plan.recipe_slug)
+        found += lines
+    if not isinstance(runtime, NodeExec):
+        return found, image_id
+    shell = runtime.shell(node.name)
 
     async def sh(argv: list[str]) -> tuple[int, str]:
-        res = await transport.run(argv, timeout=20)
+        res = await shell.run(argv, timeout=20)
         return res.returncode, (res.stdout + res.stderr).strip()
 
     try:
@@ -95,7 +88,7 @@ async def check_node(node: Node, transport: Transport, runtime: Runtime, plan: P
             if not job.dst.startswith("/"):  # validation refuses it; never sent as an option
                 add(f"staging {job.id}", "failed", f"{job.dst} is not an absolute path")
                 continue
-            res = await transport.run(["sh", "-c", DST_CHECK, "sparktui-doctor", job.dst], timeout=20)
+            res = await shell.run(["sh", "-c", DST_CHECK, "sparktui-doctor", job.dst], timeout=20)
             rc, out = res.returncode, (res.stdout + res.stderr).strip()
             folder, _, df = res.stdout.strip().partition("\n")  # stderr apart: df's last line counts
             # where dst does not exist yet, the sentence names the folder the agent will make
@@ -149,11 +142,9 @@ def _df_free(out: str) -> int | None:
         return None
 
 
-async def doctor(plan: Plan, nodes: list[Node], transports: dict[str, Transport],
-                 runtimes: dict[str, Runtime]) -> list[Finding]:
-    results = await asyncio.gather(*(
-        check_node(n, transports[n.name], runtimes[n.name], plan, rank)
-        for rank, n in enumerate(nodes)))
+async def doctor(plan: Plan, nodes: list[Node], runtime: Runtime) -> list[Finding]:
+    results = await asyncio.gather(*(check_node(n, runtime, plan, rank)
+                                     for rank, n in enumerate(nodes)))
     findings = [f for fs, _ in results for f in fs]
     ids = {n.name: image for n, (_, image) in zip(nodes, results, strict=False) if image}
     if len(set(ids.values())) > 1:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 
 from sparktui.backend.board import Board, ended_boots
 from sparktui.backend.events import ChecksChanged, LogBatch, NodeChanged
-from sparktui.backend.runtime import ContainerState, Runtime, RuntimeLost
-from sparktui.backend.transport import NodeError, Transport
+from sparktui.backend.nodeshell import NodeError
+from sparktui.backend.runtime import Containers, ContainerState, RuntimeLost
 from sparktui.core import timing
 from sparktui.core.checks import BootChecks, Check
 from sparktui.core.errors import sentence
@@ -28,11 +29,12 @@ TAIL_CHARS = 300  # of each of the last lines quoted in the detail of a rank tha
 
 
 class LogFollower:
-    def __init__(self, board: Board, runtimes: dict[str, Runtime],
-                 transports: dict[str, Transport]) -> None:
+    def __init__(self, board: Board, runtimes: dict[str, Containers],
+                 connect: Callable[[str], Awaitable[None]] | None = None) -> None:
+        """``connect``: reaches a node again after its connection dropped (the runtime's)."""
         self.board = board
         self.runtimes = runtimes
-        self.transports = transports
+        self.connect = connect
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self.closed = False
         self._saving: asyncio.Task[None] | None = None  # the cursors being written, in a thread
@@ -84,8 +86,9 @@ class LogFollower:
                 self.board.emit(NodeChanged(info.node.name, "reconnecting", sentence(exc)))
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RECONNECT_MAX_S)
-                with contextlib.suppress(NodeError):
-                    await self.transports[info.node.name].connect()
+                if self.connect is not None:
+                    with contextlib.suppress(NodeError):
+                        await self.connect(info.node.name)
 
     def _save_cursors(self, run: Run) -> None:
         """Write the cursors in a thread (their fsync took tens of milliseconds of the event

@@ -25,8 +25,7 @@ import time
 from collections.abc import Mapping
 
 from sparktui.backend.board import Board
-from sparktui.backend.http import request
-from sparktui.backend.transport import Transport
+from sparktui.backend.http import Opener, request
 from sparktui.core.cluster import HEALTH_BOOTING_S, HEALTH_INTERVAL_S
 from sparktui.core.engines import engine
 from sparktui.core.ranks import PROBED, RankInfo
@@ -40,10 +39,12 @@ PROBE_HOST = "127.0.0.1"
 
 
 class HealthProber:
-    def __init__(self, board: Board, transports: Mapping[str, Transport], *,
+    def __init__(self, board: Board, openers: Mapping[str, Opener], *,
                  interval: float = HEALTH_INTERVAL_S) -> None:
+        """``openers``: per node, connections opened as the node sees the network (the
+        runtime's ``NodeProbe``); a rank on a node without one is never probed."""
         self.board = board
-        self.transports = transports
+        self.openers = openers
         self.interval = interval  # seconds between two probes of a ready rank
         self.closed = False
         self._last: dict[int, float] = {}  # rank -> time.monotonic() of its last probe
@@ -52,7 +53,7 @@ class HealthProber:
     def probed(self, info: RankInfo) -> bool:
         """Whether the rank has an engine that may answer: running, and opening a port."""
         return (info.state in PROBED and not info.removed
-                and self.board.plan.ranks[info.rank].serves_http)
+                and self.board.plan.ranks[info.rank].serves_http and info.node.name in self.openers)
 
     async def probe(self, info: RankInfo) -> int | None:
         """The rank's health code; None when nothing answers or the rank is not probed."""
@@ -63,7 +64,7 @@ class HealthProber:
         probes = engine(plan.engine).probes(info.rank)
         if info.state == "ready":
             probes = probes[:1]  # readiness is settled: one request says the engine still answers
-        opener = self.transports[info.node.name].open_connection
+        opener = self.openers[info.node.name]
         try:
             for p in probes:
                 res = await request(PROBE_HOST, port, p.path, timeout=TIMEOUT_S, opener=opener)

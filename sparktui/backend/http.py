@@ -3,7 +3,7 @@ never blocks the loop).
 
 Requests travel over whatever byte stream an ``Opener`` gives: a socket from this machine
 (``direct``), or a TCP connection opened on a node through its SSH connection
-(``Transport.open_connection``), so an engine is reached as its own node sees it.
+(``NodeShell.open_connection``), so an engine is reached as its own node sees it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Protocol
 
 
 class ByteReader(Protocol):
-    """What a request reads from (``asyncio.StreamReader`` and the SSH transport's channel)."""
+    """What a request reads from (``asyncio.StreamReader`` and the SSH shell's channel)."""
 
     async def read(self, n: int = -1, /) -> bytes: ...
 
@@ -26,7 +26,7 @@ class ByteReader(Protocol):
 
 
 class ByteWriter(Protocol):
-    """What a request writes to (``asyncio.StreamWriter`` and the SSH transport's channel)."""
+    """What a request writes to (``asyncio.StreamWriter`` and the SSH shell's channel)."""
 
     def write(self, data: bytes, /) -> None: ...
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import docker
 import docker.errors
@@ -26,11 +26,15 @@ import docker.utils
 
 from sparktui.backend.events import Event, ImageSyncProgress
 from sparktui.backend.imagecopy import copy_image
-from sparktui.backend.runtime import Runtime
-from sparktui.backend.transport import NodeError, Transport
+from sparktui.backend.nodeshell import NodeError
 from sparktui.core.errors import SparkError, sentence
 from sparktui.core.units import format_bytes, format_duration
 
+if TYPE_CHECKING:
+    from sparktui.backend.runtimes.base import Images
+
+DockerUrl = Callable[[], Awaitable[str]]
+"""A node's Docker engine as a URL (``runtimes.tunnel.DockerTunnel.url``)."""
 LOCAL = "local"
 """``--from local``: this machine's Docker engine (``DOCKER_HOST``, else the default socket)."""
 IO_TIMEOUT = 1800.0
@@ -153,9 +157,9 @@ class SyncReport:
                 "nodes": [r.to_json() for r in self.results]}
 
 
-async def check_images(image: str, order: list[str], runtimes: dict[str, Runtime]) -> ImageCheck:
+async def check_images(image: str, order: list[str], runtime: Images) -> ImageCheck:
     """The image's id on every node at once; a node that cannot be asked is an error."""
-    found = await asyncio.gather(*(runtimes[name].image_id(image) for name in order),
+    found = await asyncio.gather(*(runtime.image_id(name, image) for name in order),
                                  return_exceptions=True)
     ids: dict[str, str | None] = {}
     for name, got in zip(order, found, strict=True):
@@ -182,25 +186,25 @@ def _inspect(api: docker.APIClient, image: str) -> tuple[str, int] | None:
     return str(attrs["Id"]), int(attrs.get("Size") or 0)
 
 
-async def _connect(name: str, transport: Transport | None) -> docker.APIClient:
+async def _connect(name: str, docker_url: DockerUrl | None) -> docker.APIClient:
     try:
-        url = await transport.docker_url() if transport is not None else None
+        url = await docker_url() if docker_url is not None else None
         return await asyncio.to_thread(_client, url)
     except NodeError as exc:
         raise ImageSyncError(str(exc)) from None
     except Exception as exc:  # the SDK's version probe: engine down, socket missing
-        where = "this machine's Docker engine" if transport is None else f"{name}'s Docker engine"
+        where = "this machine's Docker engine" if docker_url is None else f"{name}'s Docker engine"
         raise ImageSyncError(f"cannot reach {where}: {sentence(exc)}") from None
 
 
-async def sync_image(image: str, order: list[str], transports: dict[str, Transport],
+async def sync_image(image: str, order: list[str], urls: Mapping[str, DockerUrl],
                      emit: Callable[[Event], None], source: str | None = None) -> SyncReport:
     """Make every node in ``order`` hold the source's build of ``image``: copied to the nodes
     that lack it or hold another, all at once; then every node's id is checked. ``source``: a
     node name or ``local``; default the head if it has the image, else the first node that has
     it, else this machine's engine."""
     t0 = time.monotonic()
-    clients = await asyncio.gather(*(_connect(name, transports[name]) for name in order),
+    clients = await asyncio.gather(*(_connect(name, urls[name]) for name in order),
                                    return_exceptions=True)
     apis: dict[str, docker.APIClient] = {}
     unreachable: dict[str, str] = {}
@@ -212,8 +216,8 @@ async def sync_image(image: str, order: list[str], transports: dict[str, Transpo
     if source is not None and source != LOCAL and source not in apis:
         if source in unreachable:
             raise ImageSyncError(unreachable[source])
-        if source in transports:  # a node of the cluster outside this recipe's ranks
-            apis[source] = await _connect(source, transports[source])
+        if source in urls:  # a node of the cluster outside this recipe's ranks
+            apis[source] = await _connect(source, urls[source])
         else:
             raise ImageSyncError(f"--from {source}: no such node (nodes: {', '.join(order)}, or local)")
     found = await asyncio.gather(*(asyncio.to_thread(_inspect, api, image) for api in apis.values()),

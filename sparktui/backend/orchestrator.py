@@ -1,7 +1,9 @@
 """The Orchestrator: the one API the CLI and the TUI drive.
 
-It keeps the lifecycle (connect, up, down, restart, attach, doctor, stage, smoke) and owns one
-transport and one runtime per node. The jobs that run alongside are rooms of their own, sharing
+It keeps the lifecycle (connect, up, down, restart, attach, doctor, stage, smoke) and owns the
+cluster's runtime (``runtimes.registry``: built for the cluster's kind), asking it for what it
+can do (``runtimes.base``: logs, a node's shell, probes, staging, images, telemetry) rather than
+which kind it is. The jobs that run alongside are rooms of their own, sharing
 one ``Board``: the log follower (``follower``), health probes (``health``) and the boot budget
 (``boot``). Containers outlive it: quitting never stops them, and the next Orchestrator
 reattaches by label.
@@ -18,7 +20,6 @@ from typing import Any, Literal
 
 from sparktui.backend.board import Board
 from sparktui.backend.boot import BootWatch
-from sparktui.backend.docker_runtime import DockerRuntime
 from sparktui.backend.doctor import Finding, doctor
 from sparktui.backend.events import Event, NodeChanged, NodeTelemetry, RunStarted
 from sparktui.backend.follower import LogFollower
@@ -30,9 +31,8 @@ from sparktui.backend.imagesync import (
     ImageSyncError,
     SyncReport,
     check_images,
-    sync_image,
 )
-from sparktui.backend.local_runtime import LocalRuntime
+from sparktui.backend.nodeshell import NodeError, NodeShell
 from sparktui.backend.owners import (
     Held,
     HeldElsewhere,
@@ -42,14 +42,15 @@ from sparktui.backend.owners import (
     held_notice,
     mine,
 )
-from sparktui.backend.runtime import ContainerState, ImageMissing, Runtime, RuntimeLost
+from sparktui.backend.runtime import Containers, ContainerState, ImageMissing, RuntimeLost
+from sparktui.backend.runtimes.base import Images, NodeExec, NodeProbe, RestartOne, Stage, Telemetry
+from sparktui.backend.runtimes.registry import runtime_for
 from sparktui.backend.smoke import SmokeResult, smoke
 from sparktui.backend.staging import Stager, StagingResult
 from sparktui.backend.telemetry import Sampler
-from sparktui.backend.transport import NodeError, Transport, transport_for
 from sparktui.core.checks import BootChecks, Check
 from sparktui.core.cluster import Cluster, Node
-from sparktui.core.errors import sentence
+from sparktui.core.errors import SparkError, sentence
 from sparktui.core.linefilter import LineFilter
 from sparktui.core.names import UnsafeName, is_safe
 from sparktui.core.ownership import Adoptions, default_owner, owner_name, owner_of
@@ -86,16 +87,17 @@ class Orchestrator:
         self.launch_order = launch_order
         self._listeners: list[Callable[[Event], None]] = [on_event] if on_event else []
         self.nodes = [cluster.nodes[r.rank] for r in plan.ranks]
-        self.transports: dict[str, Transport] = {n.name: transport_for(n) for n in self.nodes}
-        local_rt = LocalRuntime(state_root / "local") if cluster.is_local else None
-        self.runtimes: dict[str, Runtime] = {
-            n.name: (local_rt if local_rt is not None else DockerRuntime(self.transports[n.name]))
-            for n in self.nodes
-        }
+        self.runtime = runtime_for(cluster, self.nodes, state_root)
+        self.runtimes: dict[str, Containers] = {n.name: self.runtime.containers(n.name)
+                                                for n in self.nodes}
+        rt = self.runtime
+        self.shells: dict[str, NodeShell] = (
+            {n.name: rt.shell(n.name) for n in self.nodes} if isinstance(rt, NodeExec) else {})
+        openers = {n.name: rt.opener(n.name) for n in self.nodes} if isinstance(rt, NodeProbe) else {}
         self.board = Board(plan, self.nodes, self.emit)
-        self.follower = LogFollower(self.board, self.runtimes, self.transports)
+        self.follower = LogFollower(self.board, self.runtimes, rt.connect)
         self.health = HealthProber(
-            self.board, self.transports,
+            self.board, openers,
             interval=cluster.health_interval or health_interval or cluster.probe_interval)
         self.boot = BootWatch(self.board)
         self.following = False
@@ -154,7 +156,7 @@ class Orchestrator:
         async def one(node: Node) -> tuple[str, str | None]:
             mark(f"ssh {node.name}: connecting")
             try:
-                await self.transports[node.name].connect()
+                await self.runtime.connect(node.name)
                 mark(f"ssh {node.name}: connected")
             except NodeError as exc:
                 self.emit(NodeChanged(node.name, "unreachable", exc.reason))
@@ -179,7 +181,7 @@ class Orchestrator:
 
     async def doctor(self) -> list[Finding]:
         """Preflight every node at once: SSH, Docker, image, HF snapshot, disk, port, NICs, GPUs."""
-        return await doctor(self.plan, self.nodes, self.transports, self.runtimes)
+        return await doctor(self.plan, self.nodes, self.runtime)
 
     # -- attach ----------------------------------------------------------------------------
     async def attach(self, follow: bool = True, adopt: bool = False,
@@ -271,22 +273,30 @@ class Orchestrator:
 
     # -- telemetry, smoke, staging -------------------------------------------------------------
     def telemetry(self, interval: float = DEFAULT_INTERVAL, low_memory: int = LOW_MEMORY) -> Sampler:
-        """The node sampler over this Orchestrator's connections (start() it to keep sampling)."""
+        """The runtime's node sampler (start() it to keep sampling); a runtime without
+        ``Telemetry`` has one that samples no node."""
         if self._sampler is None:
-            self._sampler = Sampler(self.plan, self.nodes, self.transports, self.emit,
-                                    interval=interval, low_memory=low_memory)
+            if isinstance(self.runtime, Telemetry):
+                self._sampler = self.runtime.sampler(self.plan, self.nodes, self.emit,
+                                                     interval=interval, low_memory=low_memory)
+            else:
+                self._sampler = Sampler(self.plan, [], {}, self.emit, interval=interval,
+                                        low_memory=low_memory)
         return self._sampler
 
     async def sample_nodes(self) -> list[NodeTelemetry]:
         sampler = self.telemetry()
-        return list(await asyncio.gather(*(sampler.sample(n) for n in self.nodes)))
+        return list(await asyncio.gather(*(sampler.sample(n) for n in sampler.nodes)))
 
     async def smoke(self, max_tokens: int = 64) -> SmokeResult:
         """One streamed chat completion to the head."""
         head = self.ranks[0].node
+        if not isinstance(self.runtime, NodeProbe):
+            raise SparkError(f"the {self.cluster.kind} runtime opens no connection on a node: "
+                             "nothing can reach the head")
         return await smoke(PROBE_HOST, self.plan.ranks[0].port, self.plan.served_model_name,
-                           max_tokens=max_tokens, opener=self.transports[head.name].open_connection,
-                           shown_host=PROBE_HOST if head.local else head.host)
+                           max_tokens=max_tokens, opener=self.runtime.opener(head.name),
+                           shown_host=self.runtime.shown_host(head.name))
 
     async def refresh_health(self) -> None:
         """Probe every rank once (a status without a live follower)."""
@@ -297,7 +307,9 @@ class Orchestrator:
         """Run the recipe's staging jobs on every node at once (nothing to do: empty list)."""
         if not self.plan.staging:
             return []
-        stager = Stager(self.plan, self.transports, self.emit, local=self.cluster.is_local)
+        if not isinstance(self.runtime, Stage):
+            raise SparkError(f"the {self.cluster.kind} runtime cannot run the staging agent")
+        stager = Stager(self.plan, self.runtime, self.emit)
         results = await stager.run(verify_only=verify_only, sample=sample)
         if self.run is not None:
             for r in results:
@@ -307,6 +319,11 @@ class Orchestrator:
 
     # -- the image --------------------------------------------------------------------------
     @property
+    def can_sync_images(self) -> bool:
+        """Whether the runtime runs images, so that ``image_sync`` has something to copy."""
+        return isinstance(self.runtime, Images)
+
+    @property
     def image(self) -> str:
         """The recipe's image (every rank runs the same one)."""
         return self.plan.ranks[0].container.image
@@ -314,25 +331,21 @@ class Orchestrator:
     async def check_images(self) -> ImageCheck:
         """The image's id on every node at once, judged against the head's (or, when the head
         lacks it, the first node's that has it): what ``up`` checks before it starts anything."""
-        return await check_images(self.image, [n.name for n in self.nodes], self.runtimes)
+        if not isinstance(self.runtime, Images):
+            raise ImageSyncError(f"the {self.cluster.kind} runtime runs no images: nothing to check")
+        return await check_images(self.image, [n.name for n in self.nodes], self.runtime)
 
     async def image_sync(self, source: str | None = None) -> SyncReport:
         """Copy the image to every node that lacks it or holds another build, all at once, from
         ``source`` (a node of the cluster, or ``local``; default: the head if it has it, else the
         first node that has it, else this machine's engine); then check every node's id. Nodes
         that already match are skipped; nothing is deleted. Progress: ``ImageSyncProgress``."""
-        if self.cluster.is_local:
-            raise ImageSyncError("the local cluster runs processes, not images: nothing to copy")
-        transports = dict(self.transports)
-        extra = [n for n in self.cluster.nodes if n.name == source and n.name not in transports]
-        for node in extra:
-            transports[node.name] = transport_for(node)
-        try:
-            return await sync_image(self.image, [n.name for n in self.nodes], transports,
-                                    self.emit, source)
-        finally:
-            for node in extra:
-                await transports[node.name].close()
+        if not isinstance(self.runtime, Images):
+            runs = self.runtime.kind.shown or "no images"
+            raise ImageSyncError(f"the {self.cluster.name} cluster runs {runs}, not images: "
+                                 "nothing to copy")
+        return await self.runtime.sync_image(self.image, [n.name for n in self.nodes], self.emit,
+                                             source)
 
     # -- ports -----------------------------------------------------------------------------
     async def check_ports(self) -> list[BusyPort]:
@@ -342,12 +355,15 @@ class Orchestrator:
         where reading the node's ``/proc/net/tcp`` took a command on the node (a session:
         90-150 ms each, 450 ms for four at once)."""
         fabric = {n.name: n.fabric_ip for n in self.nodes}
+        runtime = self.runtime
+        if not isinstance(runtime, NodeProbe):
+            return []
 
         async def taken(r: RankPlan) -> bool:
             for host in dict.fromkeys((PROBE_HOST, fabric[r.node])):
                 try:
                     _reader, writer = await asyncio.wait_for(
-                        self.transports[r.node].open_connection(host, r.port), PORT_PROBE_S)
+                        runtime.opener(r.node)(host, r.port), PORT_PROBE_S)
                 except (OSError, asyncio.TimeoutError):  # refused, unreachable, or dropped
                     continue
                 writer.close()
@@ -379,7 +395,7 @@ class Orchestrator:
             self.board.notice("info", "ranks are already running: reattached, nothing relaunched")
             self.start_following()
             return
-        if image_check and not self.cluster.is_local:
+        if image_check and isinstance(self.runtime, Images):
             mark("up: image check")
             check = await self.check_images()
             if not check.ok:
@@ -514,6 +530,9 @@ class Orchestrator:
     async def restart(self, rank: int) -> None:
         """Replace only this rank's container; its log goes on in the same run after a marker.
         In a group that had formed the other ranks are failed by it: see ``restart_group``."""
+        if not isinstance(self.runtime, RestartOne):
+            raise SparkError(f"the {self.cluster.kind} runtime replaces the whole group only: "
+                             "restart the group")
         run = await self._own_run()
         await self._replace([self.ranks[rank]], run, "by the operator")
         self.start_following()  # the other ranks of the TP group may fall over: watch them too
@@ -540,13 +559,18 @@ class Orchestrator:
         return run
 
     async def _replace(self, infos: list[RankInfo], run: Run, how: str) -> None:
+        alone = len(infos) == 1 and isinstance(self.runtime, RestartOne)
+
         async def stop(info: RankInfo) -> str | None:
             old = info.container_id
             self.board.set_state(info, "restarting")
             if old and not info.removed:
                 rt = self.runtimes[info.node.name]
                 info.stopping = True
-                await rt.stop(old, timeout=10)
+                if alone and isinstance(self.runtime, RestartOne):  # the others run on
+                    await self.runtime.retire(info.node.name, old, timeout=10)
+                else:
+                    await rt.stop(old, timeout=10)
                 await self.follower.drain(info.rank)  # what the old container still wrote
                 await rt.remove(old)
                 info.stopping = False
@@ -615,8 +639,7 @@ class Orchestrator:
         self._tasks.clear()
         if self.run is not None:
             self.run.unlock()
-        await asyncio.gather(*(t.close() for t in self.transports.values()),
-                             return_exceptions=True)
+        await self.runtime.close()
 
 
 def _monotonic_at(ts: str | None) -> float | None:

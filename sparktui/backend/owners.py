@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sparktui.backend.runtime import ContainerState, NameTaken, Runtime
+from sparktui.backend.runtime import Containers, ContainerState, NameTaken
 from sparktui.core.errors import SparkError
 from sparktui.core.ownership import Adoptions, owner_name, owner_of, when_text
 from sparktui.core.plan import LABEL_CLUSTER, LABEL_PREFIX, LABEL_RECIPE, ContainerSpec
@@ -113,7 +113,7 @@ class Names:
     adopted: set[str]
     adoptions: Adoptions
 
-    async def clear(self, rt: Runtime, node: str, name: str) -> str | None:
+    async def clear(self, rt: Containers, node: str, name: str) -> str | None:
         """Make ``name`` free on ``node``; None when it is, else the sentence why it stays."""
         holder = await rt.named(name)
         if holder is None:
@@ -124,7 +124,7 @@ class Names:
             self.adoptions.forget([holder.id])
         return why
 
-    async def create(self, rt: Runtime, node: str, spec: ContainerSpec,
+    async def create(self, rt: Containers, node: str, spec: ContainerSpec,
                      labels: dict[str, str]) -> ContainerState:
         """``rt.run``; a name taken meanwhile (a restart racing someone) is cleared only when
         ``clash`` allows it, else ``NameClash``."""

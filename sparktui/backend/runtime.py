@@ -1,10 +1,12 @@
-"""One interface over the two ways a rank runs: a Docker container, or a local process."""
+"""What one node's runtime does with ranks, whatever runs them (a Docker container, a local
+process, a Slurm step): the per-node contract every runtime of ``backend/runtimes`` hands out
+(``Runtime.containers``), and the states, log chunks and errors it speaks in."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from sparktui.core.errors import SparkError
 from sparktui.core.plan import ContainerSpec
@@ -44,16 +46,28 @@ class LogChunk:
     cursor: str
 
 
-class Runtime(Protocol):
-    """Everything the Orchestrator needs from a node's container engine."""
+@runtime_checkable
+class Logs(Protocol):
+    """A rank's output, resumable from a cursor: the console, the checks and the run's files
+    are built on it, so every runtime has it."""
+
+    def logs(self, container_id: str, cursor: str | None, follow: bool = True,
+             secrets: Sequence[str] = ()) -> AsyncIterator[LogChunk]:
+        """Batches of lines from ``cursor`` on; ends when the container stops (follow) or the
+        captured output is exhausted (not follow); raises ``RuntimeLost`` when the connection
+        to the engine drops, so the caller reconnects and resumes from its last cursor. A line
+        cut for length is never cut inside one of ``secrets`` (the follower masks them)."""
+        ...
+
+
+class Containers(Logs, Protocol):
+    """Everything the Orchestrator needs from one node's ranks (containers or processes)."""
 
     async def open(self) -> None:
         """Get ready to talk to the engine (the Docker runtime: its client over the node's
         connection), so the first request pays for nothing else; a failure is left to that
         request to report."""
         ...
-
-    async def image_id(self, image: str) -> str | None: ...
 
     async def find(self, labels: dict[str, str]) -> list[ContainerState]: ...
 
@@ -71,14 +85,6 @@ class Runtime(Protocol):
     async def stop(self, container_id: str, timeout: float = 10.0) -> None: ...
 
     async def remove(self, container_id: str) -> None: ...
-
-    def logs(self, container_id: str, cursor: str | None, follow: bool = True,
-             secrets: Sequence[str] = ()) -> AsyncIterator[LogChunk]:
-        """Batches of lines from ``cursor`` on; ends when the container stops (follow) or the
-        captured output is exhausted (not follow); raises ``RuntimeLost`` when the connection
-        to the engine drops, so the caller reconnects and resumes from its last cursor. A line
-        cut for length is never cut inside one of ``secrets`` (the follower masks them)."""
-        ...
 
 
 class RuntimeLost(Exception):

@@ -18,7 +18,7 @@ import tempfile
 SOCKET_NAME = "docker.sock"
 _FOLDERS: set[str] = set()
 """Private folders made for forwarded sockets and not yet removed: removed at exit too, for a
-process that ends without closing its transports."""
+process that ends without closing its tunnels."""
 
 
 @atexit.register

@@ -1,7 +1,8 @@
 """Runs the staging agent on every node at once and turns its JSON lines into progress events.
 
 The agent is one standard-library file (``sparktui/agents/sparse_rows.py``), sent to the node's
-``python3`` over the SSH channel's stdin (on the local cluster, over a pipe to this Python), with
+``python3`` over the SSH channel's stdin (on the local cluster, over a pipe to this Python; the
+runtime's ``Stage`` decides how), with
 its bytecode compiled here: a node whose Python has this one's bytecode version runs that, and
 any other compiles the text sent beside it (``LOADER``). Compiling the agent's text took 8-10 ms
 of a sampled verification's 40 (docs/benchmarks.md). Nothing is written on the node: a file at
@@ -19,17 +20,19 @@ import functools
 import importlib.util
 import json
 import marshal
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparktui.agents import sparse_rows
 from sparktui.backend.events import StagingProgress
-from sparktui.backend.transport import NodeError, Transport
+from sparktui.backend.nodeshell import NodeError
 from sparktui.core.plan import Plan, StagingPlan
+
+if TYPE_CHECKING:
+    from sparktui.backend.runtimes.base import Stage
 
 AGENT = Path(sparse_rows.__file__)
 LOADER = """\
@@ -92,12 +95,10 @@ class StagingResult:
 
 
 class Stager:
-    def __init__(self, plan: Plan, transports: dict[str, Transport],
-                 emit: Callable[[StagingProgress], None], local: bool) -> None:
+    def __init__(self, plan: Plan, runtime: Stage, emit: Callable[[StagingProgress], None]) -> None:
         self.plan = plan
-        self.transports = transports
+        self.runtime = runtime
         self.emit = emit
-        self.local = local
 
     async def run(self, verify_only: bool = False, sample: int | str | None = None) -> list[StagingResult]:
         """Every node's jobs in parallel; one node failing does not stop the others."""
@@ -112,7 +113,6 @@ class Stager:
         }
         if sample is not None:
             spec["sample"] = sample
-        transport = self.transports[job.node]
         rate = _Rate()
         final: dict[str, Any] = {}
         error: list[str] = []
@@ -139,8 +139,8 @@ class Stager:
 
         self.emit(StagingProgress(job.node, job.id, "start"))
         try:
-            argv = agent_argv(spec, sys.executable if self.local else "python3")
-            rc = await transport.stream(argv, on_line, stdin=await asyncio.to_thread(agent_input))
+            rc = await self.runtime.run_agent(job.node, spec, on_line,
+                                              await asyncio.to_thread(agent_input))
         except NodeError as exc:
             rc, error[:] = 1, [str(exc)]
         if rc != 0 or not final:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sparktui.backend.events import NodeTelemetry
-from sparktui.backend.transport import NodeError, Transport
+from sparktui.backend.nodeshell import NodeError, NodeShell
 from sparktui.core.cluster import Node
 from sparktui.core.plan import Plan
 from sparktui.core.telemetry import (
@@ -46,12 +46,12 @@ def invalid_paths(plan: Plan, node: Node) -> list[str]:
 
 
 class Sampler:
-    def __init__(self, plan: Plan, nodes: list[Node], transports: dict[str, Transport],
+    def __init__(self, plan: Plan, nodes: list[Node], shells: dict[str, NodeShell],
                  emit: Callable[[NodeTelemetry], None], interval: float = DEFAULT_INTERVAL,
                  low_memory: int = LOW_MEMORY) -> None:
         self.plan = plan
         self.nodes = nodes
-        self.transports = transports
+        self.shells = shells
         self.emit = emit
         self.interval = interval
         self.low_memory = low_memory
@@ -83,7 +83,7 @@ class Sampler:
         st = self.state[node.name]
         paths = watched_paths(self.plan, node)
         try:
-            res = await self.transports[node.name].run(sample_argv(paths),
+            res = await self.shells[node.name].run(sample_argv(paths),
                                                        timeout=max(5.0, 2 * self.interval))
         except NodeError as exc:
             st.status = "unreachable"
@@ -118,7 +118,7 @@ class Sampler:
                     lines.append(line)
 
             try:
-                await self.transports[node.name].stream(sample_loop_argv(paths, self.interval),
+                await self.shells[node.name].stream(sample_loop_argv(paths, self.interval),
                                                         on_line)
                 detail = "the sampling command ended"
             except NodeError as exc:

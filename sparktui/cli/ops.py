@@ -15,7 +15,7 @@ from rich.progress import TaskID
 from sparktui.backend.events import Event, NodeChanged, Notice, RankChanged, StagingProgress
 from sparktui.backend.orchestrator import LaunchOrder, Orchestrator
 from sparktui.backend.owners import held_groups
-from sparktui.backend.sshaccess import access_problems
+from sparktui.backend.runtimes.registry import access_problems
 from sparktui.backend.watchdog import summary as watchdog_summary
 from sparktui.cli import exits, render
 from sparktui.cli.recipes import load_plan
@@ -34,10 +34,10 @@ def _make(args: argparse.Namespace, on_event: Callable[[Event], None] | None = N
     recipe, cluster, plan, found = load_plan(args)
     if found:
         err.print(render.problems(found))
-    if not cluster.is_local:  # nothing can be tried: exit 2 with the key to fix, before connecting
-        access = access_problems(cluster, [cluster.nodes[r.rank] for r in plan.ranks])
-        if access:
-            raise ConfigError(access)
+    # nothing can be tried: exit 2 with the key to fix, before connecting
+    access = access_problems(cluster, [cluster.nodes[r.rank] for r in plan.ranks])
+    if access:
+        raise ConfigError(access)
     order: LaunchOrder = getattr(args, "launch_order", "parallel")
     return Orchestrator(recipe, cluster, plan, state_root=state_dir(), on_event=on_event,
                         launch_order=order)

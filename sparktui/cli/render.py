@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sparktui.core.controls import visible
+from sparktui.core.kinds import kind_of
 from sparktui.core.problems import Problem
 from sparktui.core.units import format_bytes, format_duration
 
@@ -99,13 +100,14 @@ def rank_panel(plan: Plan, r: RankPlan, show_secrets: bool, appended_from: int) 
     grid.add_row(f"env ({len(env)})", env_table)
     grid.add_row("mounts", plain("\n".join(
         f"{m.source} → {m.target}" + (" (ro)" if m.read_only else "") for m in c.shown_mounts(show_secrets))))
-    grid.add_row("runtime", plain(f"network {c.network_mode} · ipc {c.ipc_mode} · shm "
+    d = c.docker
+    grid.add_row("runtime", plain(f"network {d.network_mode} · ipc {d.ipc_mode} · shm "
                                   f"{c.shm_size or 'default'} · gpus {c.gpus}"))
-    if c.devices or c.cap_add or c.ulimits:
+    if c.devices or d.cap_add or d.ulimits:
         grid.add_row("host access", plain(" · ".join(filter(None, [
             "devices " + ", ".join(c.devices) if c.devices else "",
-            "cap_add " + ", ".join(c.cap_add) if c.cap_add else "",
-            "ulimits " + ", ".join(f"{k}={v}" for k, v in c.ulimits.items()) if c.ulimits else "",
+            "cap_add " + ", ".join(d.cap_add) if d.cap_add else "",
+            "ulimits " + ", ".join(f"{k}={v}" for k, v in d.ulimits.items()) if d.ulimits else "",
         ]))))
     grid.add_row("labels", plain(", ".join(f"{k}={v}" for k, v in c.shown_labels(show_secrets).items())))
     from rich.syntax import Syntax  # Pygments: 10 ms, wanted only by the plan view
@@ -126,8 +128,9 @@ def plan_view(plan: Plan, show_secrets: bool = False, only_rank: int | None = No
     head.add_row("recipe", plain(f"{plan.recipe_name} ({plan.recipe_path or plan.recipe_slug})"))
     head.add_row("engine", plain(f"{plan.engine} · model {plan.model} · served as "
                                  f"{plan.served_model_name}"))
-    head.add_row("cluster", plain(f"{plan.cluster_name}" + (" (local processes)" if plan.cluster_local
-                                                            else "") + f" · {plan.world} ranks"))
+    shown = kind_of(plan.cluster_kind).shown
+    head.add_row("cluster", plain(f"{plan.cluster_name}" + (f" ({shown})" if shown else "")
+                                  + f" · {plan.world} ranks"))
     head.add_row("plan hash", plain(plan.plan_hash))
     parts: list[RenderableType] = [Panel(head, title="plan", title_align="left")]
     for r in plan.ranks:

@@ -10,11 +10,12 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from sparktui.core.errors import ClusterError, user_home
+from sparktui.core.kinds import KINDS, LOCAL, SSH, Kind, kind_of
 from sparktui.core.limits import MAX_NODES
 from sparktui.core.nodevalues import unsafe_sentence
 from sparktui.core.ownership import MAX_OWNER, OWNER_PATTERN, default_owner
@@ -126,7 +127,9 @@ class ClusterSpec(StrictModel):
     """The cluster file's schema."""
 
     name: str = Field(pattern=NAME_PATTERN, max_length=128)
-    kind: Literal["ssh", "local"] = "ssh"
+    kind: str = Field(default=SSH, description='How ranks run: "ssh" (Docker on each node, '
+                      'reached over SSH), "local" (processes on this machine), or another '
+                      'registered runtime (backend/runtimes)')
     owner: str | None = Field(
         default=None, max_length=MAX_OWNER,
         description="Who the containers sparktui starts belong to (their sparktui.owner label); "
@@ -138,6 +141,13 @@ class ClusterSpec(StrictModel):
     docker: DockerSettings = Field(default_factory=DockerSettings)
     health: HealthSettings = Field(default_factory=HealthSettings)
     nodes: list[NodeSpec] = Field(min_length=1, max_length=MAX_NODES)
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, value: str) -> str:
+        if value not in KINDS:
+            raise ValueError(f"{value[:200]!r} is no runtime: use one of {', '.join(sorted(KINDS))}")
+        return value
 
     @field_validator("owner")
     @classmethod
@@ -170,13 +180,12 @@ class Node:
     port_offset: int
     ssh: SshSettings
     docker: DockerSettings
-    local: bool
 
 
 @dataclass(frozen=True)
 class Cluster:
     name: str
-    kind: Literal["ssh", "local"]
+    kind: str  # a key of ``core.kinds.KINDS`` (and of ``backend.runtimes.RUNTIMES``)
     dist_init_port: int
     nodes: tuple[Node, ...]
     path: Path | None = None
@@ -190,8 +199,9 @@ class Cluster:
         return self.health_interval if self.health_interval is not None else HEALTH_INTERVAL_S
 
     @property
-    def is_local(self) -> bool:
-        return self.kind == "local"
+    def traits(self) -> Kind:
+        """What the kind of this cluster means for plans and checks (``core.kinds``)."""
+        return kind_of(self.kind)
 
     @property
     def head(self) -> Node:
@@ -237,7 +247,6 @@ def _resolve(spec: ClusterSpec, path: Path | None, source: TomlSource | None = N
             fabric_ip=n.fabric_ip or addr,
             hf_cache=n.hf_cache or spec.hf_cache or "/",
             port_offset=n.port_offset, ssh=ssh, docker=docker,
-            local=spec.kind == "local",
         ))
     return Cluster(name=spec.name, kind=spec.kind, dist_init_port=spec.dist_init_port,
                    nodes=tuple(nodes), path=path, health_interval=spec.health.interval_s,
@@ -249,7 +258,8 @@ def cluster_from_source(source: TomlSource) -> Cluster:
         spec = ClusterSpec.model_validate(source.data)
     except ValidationError as exc:
         raise ClusterError(problems_from(exc, source, ClusterSpec)) from None
-    if spec.kind == "ssh" and spec.hf_cache is None:
+    shell = kind_of(spec.kind).node_shell
+    if shell and spec.hf_cache is None:
         missing = [i for i, n in enumerate(spec.nodes) if n.hf_cache is None]
         if missing:
             names = ", ".join(spec.nodes[i].name for i in missing)
@@ -257,7 +267,7 @@ def cluster_from_source(source: TomlSource) -> Cluster:
                 ("hf_cache",), f"missing for {names}: set hf_cache to the nodes' Hugging Face "
                 "cache folder, absolute (for example hf_cache = \"/home/<user>/.cache/huggingface\"); "
                 "sparktui cannot expand ~ on a node before it connects")])
-    if spec.kind == "ssh":
+    if shell:
         problems = _node_value_problems(spec, source)
         if problems:
             raise ClusterError(problems)
@@ -266,7 +276,7 @@ def cluster_from_source(source: TomlSource) -> Cluster:
 
 def _node_value_problems(spec: ClusterSpec, source: TomlSource) -> list[Problem]:
     """Folders and sockets that reach a node's shell hold only safe characters (see
-    ``core.nodevalues``); on the local cluster no shell is involved."""
+    ``core.nodevalues``); where no shell is involved (the local cluster) any value goes."""
     found: list[tuple[tuple[str | int, ...], str | None]] = [
         (("hf_cache",), spec.hf_cache), (("docker", "socket"), spec.docker.socket)]
     for i, n in enumerate(spec.nodes):
@@ -302,7 +312,7 @@ def local_cluster(nodes: int) -> Cluster:
     """This machine as ``nodes`` local nodes; each rank gets its own port (``port + rank``)."""
     spec = ClusterSpec(
         name=LOCAL_CLUSTER_NAME,
-        kind="local",
+        kind=LOCAL,
         hf_cache=default_hf_cache(),
         docker=DockerSettings(gpus="none"),
         nodes=[NodeSpec(name=f"local{i}", host="localhost", fabric_ip=LOCAL_HEAD, port_offset=i)

@@ -234,7 +234,7 @@ def lint_min_free(recipe: Recipe, cluster: Cluster | None) -> list[Problem]:
         except (OSError, ValueError, KeyError, TypeError):  # a name past the file-name limit...
             continue
         tp = spec.tensor_parallel_size
-        if cluster.is_local:  # every local "node" writes into the same dst on this disk
+        if cluster.traits.on_this_machine:  # every "node" writes into the same dst on this disk
             per_node = bytes_for_ranks(layers, list(range(tp)), tp)
         else:
             per_node = max(
@@ -285,8 +285,8 @@ def lint_node_paths(recipe: Recipe, cluster: Cluster | None) -> list[Problem]:
 def lint_node_values(recipe: Recipe, cluster: Cluster | None) -> list[Problem]:
     """Values a node's shell sees (staging folders once placeholders are filled, the model
     doctor looks up, the NICs it checks) hold only the safe characters of ``core.nodevalues``.
-    The local cluster runs every command without a shell, so it takes any value."""
-    if cluster is not None and cluster.is_local:
+    A kind that runs every command without a shell (the local cluster) takes any value."""
+    if cluster is not None and not cluster.traits.node_shell:
         return []
     spec = recipe.spec
     values = first_node_values(recipe, cluster)

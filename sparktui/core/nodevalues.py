@@ -1,6 +1,6 @@
 """Values that travel to a node and reach its shell: staging ``src``/``dst``, ``hf_cache``, the
 model, the Docker socket and the NIC names doctor looks up. Every node command is already made
-shell-neutral (``transport.login_shell_command``); refusing the characters a shell gives a
+shell-neutral (``nodeshell.login_shell_command``); refusing the characters a shell gives a
 meaning to is the second wall, and says which key and line to fix before anything connects.
 
 Spaces and non-ASCII letters stay allowed: a folder such as ``/srv/My Models/é`` is legitimate

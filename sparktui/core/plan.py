@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shlex
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sparktui.core.cluster import LOCAL_HEAD, Cluster, Node
+from sparktui.core.dockerview import docker_run_line
 from sparktui.core.engines import FATAL_LINES, Launch, engine
+from sparktui.core.kinds import kind_of
 from sparktui.core.ownership import LABEL_OWNER
 from sparktui.core.placeholders import substitute
 from sparktui.core.recipe import HF_CACHE_IN_CONTAINER, CheckSpec, Recipe
@@ -32,19 +33,31 @@ LABEL_PLAN = "sparktui.plan"
 
 @dataclass(frozen=True)
 class MountSpec:
+    """A node's folder seen by the rank at ``target`` (the same path for a local process)."""
+
     source: str
     target: str
     read_only: bool = False
 
-    @property
-    def bind(self) -> str:
-        """Docker's ``host:container:mode`` (validation keeps ``:`` out of recipe paths)."""
-        return f"{self.source}:{self.target}:{'ro' if self.read_only else 'rw'}"
+
+@dataclass(frozen=True)
+class DockerOptions:
+    """What only a container engine takes for a rank: the host's namespaces it shares and the
+    cluster file's ``[docker]`` capabilities and limits. Another runtime leaves them aside."""
+
+    network_mode: str = "host"
+    ipc_mode: str = "host"
+    cap_add: list[str] = field(default_factory=list)
+    ulimits: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class ContainerSpec:
-    """Everything docker needs to start one rank; also what the local runtime runs."""
+    """What one rank runs, in no runtime's words: the image, the process (``entrypoint`` then
+    ``command``), its environment, mounts, shared memory, GPUs, devices and labels. Each
+    runtime renders it its own way: Docker as a container (``core.dockerview`` and
+    ``backend/runtimes/docker.py``, with ``docker``'s options), the local runtime as a process
+    with ``env``; a Slurm runtime as a step."""
 
     name: str
     image: str
@@ -53,14 +66,11 @@ class ContainerSpec:
     env: dict[str, str]
     mounts: list[MountSpec]
     shm_size: str | None
-    network_mode: str
-    ipc_mode: str
     gpus: str
     devices: list[str]
-    cap_add: list[str]
-    ulimits: dict[str, int]
     labels: dict[str, str]
     secrets: SecretRules = field(default=SecretRules())  # which env and args values are secret
+    docker: DockerOptions = field(default_factory=DockerOptions)
 
     @property
     def argv(self) -> list[str]:
@@ -108,14 +118,19 @@ class ContainerSpec:
             self.secrets.values({}, self.command)
 
     def to_json(self, show_secrets: bool = False, conceal: Conceal | None = None) -> dict[str, Any]:
-        data = asdict(self)
-        del data["secrets"]
-        data["env"] = self.shown_env(show_secrets, conceal)
-        data["command"] = self.shown_command(show_secrets, conceal)
-        data["entrypoint"] = self.shown_entrypoint(show_secrets, conceal)
-        data["mounts"] = [asdict(m) for m in self.shown_mounts(show_secrets, conceal)]
-        data["labels"] = self.shown_labels(show_secrets, conceal)
-        return data
+        """The plan's record of the rank, Docker's options beside the rest, keys in the order
+        they always had (the plan hash is taken over it: a running cluster's stays what it was)."""
+        d = self.docker
+        return {
+            "name": self.name, "image": self.image,
+            "entrypoint": self.shown_entrypoint(show_secrets, conceal),
+            "command": self.shown_command(show_secrets, conceal),
+            "env": self.shown_env(show_secrets, conceal),
+            "mounts": [asdict(m) for m in self.shown_mounts(show_secrets, conceal)],
+            "shm_size": self.shm_size, "network_mode": d.network_mode, "ipc_mode": d.ipc_mode,
+            "gpus": self.gpus, "devices": list(self.devices), "cap_add": list(d.cap_add),
+            "ulimits": dict(d.ulimits), "labels": self.shown_labels(show_secrets, conceal),
+        }
 
 
 def _conceal(show_secrets: bool, conceal: Conceal | None) -> Conceal:
@@ -132,6 +147,7 @@ class RankPlan:
     serves_http: bool = True  # False: a headless worker that opens no port (nothing to probe)
 
     def docker_run(self, show_secrets: bool = False, conceal: Conceal | None = None) -> str:
+        """The rank as Docker runs it (``core.dockerview``): in the plan, for every kind."""
         return docker_run_line(self.container, show_secrets=show_secrets, conceal=conceal)
 
     def to_json(self, show_secrets: bool = False, conceal: Conceal | None = None) -> dict[str, Any]:
@@ -209,7 +225,7 @@ class Plan:
     served_model_name: str
     port: int
     cluster_name: str
-    cluster_local: bool
+    cluster_kind: str  # a key of ``core.kinds.KINDS``
     ranks: list[RankPlan]
     staging: list[StagingPlan]
     boot: BootPlan
@@ -230,7 +246,8 @@ class Plan:
                        "path": self.recipe_path, "engine": self.engine,
                        "distributed_backend": self.distributed_backend,
                        "model": self.model, "served_model_name": self.served_model_name},
-            "cluster": {"name": self.cluster_name, "local": self.cluster_local},
+            "cluster": {"name": self.cluster_name,
+                        "local": kind_of(self.cluster_kind).on_this_machine},
             "plan_hash": self.plan_hash,
             "ranks": [r.to_json(show_secrets, conceal) for r in self.ranks],
             "staging": [s.to_json() for s in self.staging],
@@ -238,49 +255,18 @@ class Plan:
         }
 
 
-def docker_run_line(c: ContainerSpec, show_secrets: bool = False,
-                    conceal: Conceal | None = None) -> str:
-    """A shell-quoted ``docker run`` that starts the same container (secrets masked unless
-    ``show_secrets``)."""
-    q = shlex.quote
-    parts = ["docker", "run", "-d", "--name", q(c.name)]
-    parts += ["--network", q(c.network_mode), "--ipc", q(c.ipc_mode)]
-    if c.shm_size:
-        parts += ["--shm-size", q(c.shm_size)]
-    if c.gpus and c.gpus != "none":
-        parts += ["--gpus", q(c.gpus)]
-    for d in c.devices:
-        parts += ["--device", q(d)]
-    for cap in c.cap_add:
-        parts += ["--cap-add", q(cap)]
-    for name, limit in c.ulimits.items():
-        parts += ["--ulimit", q(f"{name}={limit}")]
-    for m in c.shown_mounts(show_secrets, conceal):
-        parts += ["-v", q(f"{m.source}:{m.target}" + (":ro" if m.read_only else ""))]
-    for k, v in c.shown_env(show_secrets, conceal).items():
-        parts += ["-e", q(f"{k}={v}")]
-    for k, v in c.shown_labels(show_secrets, conceal).items():
-        parts += ["--label", q(f"{k}={v}")]
-    entrypoint = c.shown_entrypoint(show_secrets, conceal)
-    if entrypoint:
-        parts += ["--entrypoint", q(entrypoint[0])]
-    parts.append(q(c.image))
-    parts += [q(a) for a in entrypoint[1:]]
-    parts += [q(a) for a in c.shown_command(show_secrets, conceal)]
-    return " ".join(parts)
-
-
 def rank_flags(recipe: Recipe, rank: int, cluster: Cluster, port: int) -> list[str]:
     """The flags the launcher appends to ``args`` for ``rank``: the engine adapter's rule
     (``core/engines``), fed from the recipe and the cluster. The API listens on every interface
     of a real node (clients and the other nodes reach it there), on the loopback only on the
-    local cluster: this machine's network has no business reaching a demo rank."""
+    local cluster (a kind whose nodes are this machine): this machine's network has no business
+    reaching a demo rank."""
     spec = recipe.spec
     return engine(spec.engine).rank_flags(Launch(
         model=spec.model, nnodes=spec.required_nodes, rank=rank, head_addr=cluster.head.fabric_ip,
         dist_port=cluster.dist_init_port, port=port, tp_size=spec.tensor_parallel_size,
         distributed_backend=spec.distributed_backend,
-        bind_host=LOCAL_HEAD if cluster.is_local else "0.0.0.0",
+        bind_host=LOCAL_HEAD if cluster.traits.on_this_machine else "0.0.0.0",
     ))
 
 
@@ -327,14 +313,12 @@ def _container(recipe: Recipe, cluster: Cluster, node: Node, rank: int, port: in
         env={k: sub(v) for k, v in spec.env.items()},
         mounts=mounts,
         shm_size=spec.shm_size,
-        network_mode="host",
-        ipc_mode="host",
         gpus=node.docker.gpus,
         devices=list(node.docker.devices),
-        cap_add=list(node.docker.cap_add),
-        ulimits=dict(node.docker.ulimits),
         labels=labels,
         secrets=SecretRules(tuple(spec.secret_env), tuple(spec.secret_args)),
+        docker=DockerOptions(network_mode="host", ipc_mode="host", cap_add=list(node.docker.cap_add),
+                             ulimits=dict(node.docker.ulimits)),
     )
 
 
@@ -416,7 +400,7 @@ def build_plan(recipe: Recipe, cluster: Cluster, secret_key: bytes | None = None
         recipe_name=recipe.title, recipe_slug=recipe.slug,
         recipe_path=recipe.source.display, engine=spec.engine, model=spec.model,
         served_model_name=served_model_name(recipe), port=spec.api_port,
-        cluster_name=cluster.name, cluster_local=cluster.is_local,
+        cluster_name=cluster.name, cluster_kind=cluster.kind,
         ranks=ranks, staging=staging, boot=_boot(recipe),
         distributed_backend=spec.distributed_backend,
     )

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from sparktui.agents.local_shim import CONTINUED, MAX_LINE_BYTES, proc_start, proc_stat
-from sparktui.backend.local_runtime import LocalRuntime, pid_alive
 from sparktui.backend.runtime import ContainerState, LogChunk, NameTaken
+from sparktui.backend.runtimes.processes import LocalRuntime, pid_alive
 from sparktui.core.plan import ContainerSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,8 +31,7 @@ def make_spec(name: str, code: str, env: dict[str, str] | None = None,
         name=name, image="unused:latest",
         entrypoint=entrypoint if entrypoint is not None else ["python3", "-c"],
         command=[code] if entrypoint is None else [],
-        env=env or {}, mounts=[], shm_size=None, network_mode="host", ipc_mode="host", gpus="none",
-        devices=[], cap_add=[], ulimits={}, labels=labels or {},
+        env=env or {}, mounts=[], shm_size=None, gpus="none", devices=[], labels=labels or {},
     )
 
 
@@ -169,11 +168,10 @@ async def test_ranks_outlive_their_creator(rt: LocalRuntime, state_dir: Path) ->
 import asyncio, sys
 from pathlib import Path
 sys.path.insert(0, {str(ROOT)!r})
-from sparktui.backend.local_runtime import LocalRuntime
+from sparktui.backend.runtimes.processes import LocalRuntime
 from sparktui.core.plan import ContainerSpec
 spec = ContainerSpec(name="orphan", image="img", entrypoint=["python3", "-c"], command=[{TICKER!r}],
-                     env={{"WHO": "creator"}}, mounts=[], shm_size=None, network_mode="host",
-                     ipc_mode="host", gpus="none", devices=[], cap_add=[], ulimits={{}},
+                     env={{"WHO": "creator"}}, mounts=[], shm_size=None, gpus="none", devices=[],
                      labels={{"sparktui.recipe": "demo", "sparktui.rank": "0"}})
 st = asyncio.run(LocalRuntime(Path(sys.argv[1])).run(spec, {{"sparktui.run": "r1"}}))
 print(st.id, st.status)
@@ -195,7 +193,7 @@ print(st.id, st.status)
 import asyncio, sys
 from pathlib import Path
 sys.path.insert(0, {str(ROOT)!r})
-from sparktui.backend.local_runtime import LocalRuntime
+from sparktui.backend.runtimes.processes import LocalRuntime
 async def main():
     rt = LocalRuntime(Path(sys.argv[1]))
     (st,) = await rt.find({{"sparktui.rank": "0"}})

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sparktui.backend.transport import login_shell_command
+from sparktui.backend.nodeshell import login_shell_command
 from tests.conftest import IN_CI
 from tests.shellwords import payloads
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from sparktui.backend.local_runtime import LocalRuntime
 from sparktui.backend.orchestrator import Orchestrator
 from sparktui.backend.owners import HeldElsewhere, NameClash
+from sparktui.backend.runtimes.processes import LocalRuntime
 from sparktui.core.cluster import local_cluster
 from sparktui.core.plan import ContainerSpec, build_plan
 from sparktui.core.recipe import load_recipe
@@ -23,8 +23,7 @@ SLEEP = ["sh", "-c", "echo planted; sleep 600"]
 
 def planted(name: str, labels: dict[str, str]) -> ContainerSpec:
     return ContainerSpec(name=name, image="none", entrypoint=SLEEP, command=[], env={}, mounts=[],
-                         shm_size=None, network_mode="host", ipc_mode="host", gpus="none",
-                         devices=[], cap_add=[], ulimits={}, labels=labels)
+                         shm_size=None, gpus="none", devices=[], labels=labels)
 
 
 @pytest.fixture

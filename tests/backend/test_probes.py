@@ -1,4 +1,4 @@
-"""Health probes over a transport's connection opener, at their rate, and honest about ranks
+"""Health probes over a node shell's connection opener, at their rate, and honest about ranks
 that run no engine. Real sockets: small HTTP servers on this machine stand in for the engines
 (the demo recipe's ports on the local cluster; run inside a private network namespace)."""
 
@@ -18,8 +18,8 @@ from sparktui.backend import health
 from sparktui.backend.board import Board
 from sparktui.backend.events import Event, RankChanged
 from sparktui.backend.health import HealthProber
-from sparktui.backend.http import ByteReader, ByteWriter, request
-from sparktui.backend.transport import LocalTransport, SshTransport, Transport
+from sparktui.backend.http import ByteReader, ByteWriter, Opener, request
+from sparktui.backend.nodeshell import LocalShell, NodeShell, SshShell
 from sparktui.core.cluster import Cluster, load_cluster, local_cluster
 from sparktui.core.plan import Plan, build_plan
 from sparktui.core.recipe import load_recipe
@@ -71,14 +71,14 @@ async def one_server() -> AsyncIterator[tuple[StandInEngine, int]]:
     await server.wait_closed()
 
 
-async def test_request_through_the_local_transports_opener(
+async def test_request_through_the_local_shells_opener(
         one_server: tuple[StandInEngine, int]) -> None:
     engine, port = one_server
-    transport = LocalTransport(local_cluster(1).nodes[0])
-    res = await request("127.0.0.1", port, "/v1/models", opener=transport.open_connection)
+    shell = LocalShell(local_cluster(1).nodes[0])
+    res = await request("127.0.0.1", port, "/v1/models", opener=shell.open_connection)
     assert res.status == 200 and res.json() == {"object": "list", "data": [{"id": "m"}]}
     engine.chunked = True
-    res = await request("127.0.0.1", port, "/health", opener=transport.open_connection)
+    res = await request("127.0.0.1", port, "/health", opener=shell.open_connection)
     assert res.status == 200 and res.json() == {"status": "ok"}
     assert engine.paths() == ["/v1/models", "/health"]
 
@@ -99,9 +99,9 @@ async def test_request_goes_where_the_opener_takes_it(
 
 
 async def test_a_refused_or_silent_port_raises_what_probes_expect() -> None:
-    transport = LocalTransport(local_cluster(1).nodes[0])
+    shell = LocalShell(local_cluster(1).nodes[0])
     with socket_bound() as port, pytest.raises(OSError):  # bound, never listening: refused
-        await request("127.0.0.1", port, "/health", opener=transport.open_connection)
+        await request("127.0.0.1", port, "/health", opener=shell.open_connection)
 
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await asyncio.sleep(5)
@@ -111,7 +111,7 @@ async def test_a_refused_or_silent_port_raises_what_probes_expect() -> None:
     try:
         with pytest.raises(asyncio.TimeoutError):
             await request("127.0.0.1", server.sockets[0].getsockname()[1], "/health",
-                          timeout=0.3, opener=transport.open_connection)
+                          timeout=0.3, opener=shell.open_connection)
     finally:
         server.close()
 
@@ -151,8 +151,9 @@ async def engines() -> AsyncIterator[tuple[Plan, Board, list[Event], list[StandI
         await s.wait_closed()
 
 
-def transports(plan: Plan, board: Board) -> dict[str, Transport]:
-    return {info.node.name: LocalTransport(info.node) for info in board.ranks}
+def openers(plan: Plan, board: Board) -> dict[str, Opener]:
+    """Each node's opener, through this machine's shell (the local runtime's ``NodeProbe``)."""
+    return {info.node.name: LocalShell(info.node).open_connection for info in board.ranks}
 
 
 async def test_booting_every_second_ready_every_interval_gone_never(
@@ -165,7 +166,7 @@ async def test_booting_every_second_ready_every_interval_gone_never(
     board.set_state(r1, "ready")
     board.set_state(r2, "ready")
     board.set_state(r3, "failed", "exited with code 1")
-    prober = HealthProber(board, transports(plan, board), interval=3.0)
+    prober = HealthProber(board, openers(plan, board), interval=3.0)
     task = asyncio.create_task(prober.loop())
     await asyncio.sleep(6.5)
     prober.closed = True
@@ -207,7 +208,7 @@ async def test_a_ready_line_gets_the_booting_ranks_probed_at_once(
         board.set_state(info, "booting")
     for stand_in in stand_ins[1:]:
         stand_in.status = 503
-    prober = HealthProber(board, transports(plan, board))
+    prober = HealthProber(board, openers(plan, board))
     task = asyncio.create_task(prober.loop())
     try:
         await until(lambda: all(f.seen for f in stand_ins), "the first round")
@@ -241,7 +242,7 @@ async def test_a_head_ready_by_its_line_shows_its_health_now_not_its_booting_503
     board.set_state(head, "creating")
     board.set_state(head, "booting")
     stand_ins[0].status = 503
-    prober = HealthProber(board, transports(plan, board), interval=3600.0)
+    prober = HealthProber(board, openers(plan, board), interval=3600.0)
     task = asyncio.create_task(prober.loop())
     try:
         await until(lambda: head.health == 503, "the booting probe")
@@ -266,7 +267,7 @@ async def test_a_rank_that_leaves_the_running_states_shows_no_code(
     r1 = board.ranks[1]
     board.set_state(r1, "creating")
     board.set_state(r1, "booting")
-    prober = HealthProber(board, transports(plan, board))
+    prober = HealthProber(board, openers(plan, board))
     await prober.probe_all()
     assert r1.health == 200
     board.set_state(r1, "failed", "exited with code 137")
@@ -294,7 +295,7 @@ async def test_ranks_that_serve_no_http_are_not_probed(
     for info in board.ranks:
         board.set_state(info, "creating")
         board.set_state(info, "booting")
-    prober = HealthProber(board, transports(plan, board))
+    prober = HealthProber(board, openers(plan, board))
     await prober.probe_all()
     assert [i.health for i in board.ranks] == [200, 200, None, 200]
     assert stand_ins[2].seen == [] and all(f.seen for i, f in enumerate(stand_ins) if i != 2)
@@ -307,10 +308,10 @@ async def test_a_node_without_its_ssh_connection_gives_no_code_and_no_error(tmp_
     info = board.ranks[1]
     board.set_state(info, "creating")
     board.set_state(info, "booting")
-    ssh: dict[str, Transport] = {n.name: SshTransport(n) for n in cluster.nodes}
+    ssh: dict[str, NodeShell] = {n.name: SshShell(n) for n in cluster.nodes}
     with pytest.raises(ConnectionError, match="no SSH connection"):
         await ssh[info.node.name].open_connection("127.0.0.1", plan.ranks[1].port)
-    prober = HealthProber(board, ssh)
+    prober = HealthProber(board, {name: shell.open_connection for name, shell in ssh.items()})
     assert await prober.probe(info) is None
     task = asyncio.create_task(prober.loop())
     await asyncio.sleep(1.5)

@@ -112,19 +112,19 @@ async def test_staging_refuses_a_link_and_never_makes_a_tilde_folder(testbed: An
         assert precious.read_bytes() == b"keep me"
 
         # ~ in dst, on the node itself: expanded there with the node's HOME, or refused
-        transport = orch.transports["node0"]
+        shell = orch.shells["node0"]
         agent = agent_input()  # started as staging starts it: the same command, the same stdin
         spec = {"src": src, "dst": "~/engram", "id": "engram", "world": 1, "ranks": [0], "node": "node0"}
         cwd = f"/home/cwd-{tag}"
         lines: list[str] = []
-        rc = await transport.stream(["sh", "-c", f'mkdir -p {cwd} && cd {cwd} && HOME=/home/home-{tag} '
+        rc = await shell.stream(["sh", "-c", f'mkdir -p {cwd} && cd {cwd} && HOME=/home/home-{tag} '
                                      'exec "$@"', "sh", *agent_argv(spec)], lines.append, stdin=agent)
         assert rc == 0, lines
         assert (home / f"home-{tag}" / "engram" / "engram-l1-r0of1.bin").read_bytes() == \
             ckpt.expected(1, 0, 1)
         # a user with no passwd entry and no HOME (the system python3: root's may be private)
         lines.clear()
-        rc = await transport.stream(["sh", "-c", f"cd {cwd} && exec env -u HOME setpriv --reuid=54321 "
+        rc = await shell.stream(["sh", "-c", f"cd {cwd} && exec env -u HOME setpriv --reuid=54321 "
                                      '--regid=54321 --clear-groups "$@"', "sh",
                                      *agent_argv(spec, "/usr/bin/python3")], lines.append, stdin=agent)
         assert rc == 1
@@ -155,7 +155,7 @@ async def test_telemetry_with_bad_paths_ends_and_leaves_nothing_running(testbed:
     events: list[Event] = []
     orch = Orchestrator(recipe, cluster, plan, state_root=tmp_path / "state", on_event=events.append)
     interval = 1.0
-    sampler = Sampler(plan, [cluster.nodes[0]], orch.transports, events.append, interval=interval)
+    sampler = Sampler(plan, [cluster.nodes[0]], orch.shells, events.append, interval=interval)
     try:
         await orch.connect()
         started = time.monotonic()
@@ -178,7 +178,7 @@ async def test_telemetry_with_bad_paths_ends_and_leaves_nothing_running(testbed:
             else:
                 lines.append(line)
 
-        loop = asyncio.create_task(orch.transports["node0"].stream(
+        loop = asyncio.create_task(orch.shells["node0"].stream(
             sample_loop_argv([*bad, marker], 0.5), on_line))
         deadline = time.monotonic() + 5
         while len(blocks) < 3 and time.monotonic() < deadline:
@@ -219,7 +219,7 @@ async def test_a_cluster_without_ssh_user_logs_in_as_this_user(testbed: Any, tmp
     orch = Orchestrator(recipe, cluster, build_plan(recipe, cluster), state_root=tmp_path / "state")
     try:
         assert await orch.connect() == {}  # it used to raise TypeError inside asyncssh
-        res = await orch.transports["node0"].run(["id", "-un"])
+        res = await orch.shells["node0"].run(["id", "-un"])
         assert res.stdout.strip() == "root"
     finally:
         await orch.close()

@@ -71,7 +71,7 @@ def test_the_login_shells_are_in_place(testbed: Any, shells: dict[str, str]) -> 
                             state_root=Path("/nonexistent"))
         try:  # the entry sshd reads when a connection logs in
             return {name: (await t.run(["getent", "passwd", "root"])).stdout.strip().split(":")[-1]
-                    for name, t in orch.transports.items()}
+                    for name, t in orch.shells.items()}
         finally:
             await orch.close()
 
@@ -196,10 +196,10 @@ async def test_hostile_values_run_no_payload_on_any_node(testbed: Any, shells: d
     orch = Orchestrator(recipe, cluster, staged, state_root=tmp_path / "state", on_event=events.append)
     try:
         await orch.connect()
-        found = await doctor(staged, list(cluster.nodes), orch.transports, orch.runtimes)
+        found = await doctor(staged, list(cluster.nodes), orch.runtime)
         assert {f.node for f in found if f.check.startswith("staging ")} == {
             "node0", "node1", "node2", "node3"}
-        sampler = Sampler(staged, list(cluster.nodes), orch.transports, events.append)
+        sampler = Sampler(staged, list(cluster.nodes), orch.shells, events.append)
         for node in cluster.nodes:
             assert (await sampler.sample(node)).status == "ok"
 
@@ -207,8 +207,8 @@ async def test_hostile_values_run_no_payload_on_any_node(testbed: Any, shells: d
 
         async def values(word: str) -> None:
             hostile, nodes = with_values(plan, cluster, word)
-            await doctor(hostile, nodes, orch.transports, orch.runtimes)
-            sampler = Sampler(hostile, nodes, orch.transports, events.append)
+            await doctor(hostile, nodes, orch.runtime)
+            sampler = Sampler(hostile, nodes, orch.shells, events.append)
             await asyncio.gather(*(sampler.sample(node) for node in nodes))
 
         for i in range(0, len(words), 8):  # a few at once: each is a dozen commands a node

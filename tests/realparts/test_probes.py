@@ -108,7 +108,7 @@ async def test_a_lost_ssh_link_shows_no_code_until_it_is_back(cli: Cli, firewall
             assert not loop.done()
         finally:
             await asyncio.to_thread(tbm.start_sshd, firewalled.state_dir, "node2")
-        await orch.transports["node2"].connect()  # the log follower's job; no follower here
+        await orch.shells["node2"].connect()  # the log follower's job; no follower here
         await _until(lambda: rank2.health == 200, 25, "rank 2 healthy again")
         assert not loop.done()
         orch.health.closed = True

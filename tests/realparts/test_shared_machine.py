@@ -25,8 +25,8 @@ from typing import Any
 import asyncssh
 import pytest
 
+from sparktui.backend.nodeshell import SshShell
 from sparktui.backend.staging import AGENT
-from sparktui.backend.transport import SshTransport
 from sparktui.core.cluster import load_cluster
 from sparktui.ui.app import SparkApp
 from sparktui.ui.options import ConsoleOptions
@@ -226,7 +226,7 @@ async def test_stage_sends_the_agent_over_stdin_and_never_runs_a_planted_file(
     async def on_nodes(script: str, *args: str) -> list[str]:
         outs = []
         for node in cluster.nodes:
-            t = SshTransport(node)
+            t = SshShell(node)
             try:
                 res = await t.run(["sh", "-c", script, *args], timeout=60)
             finally:
@@ -295,7 +295,7 @@ async def test_agent_forwarding_is_off_whatever_the_ssh_config_says(
                                 known_hosts=node.ssh.known_hosts) as conn:
         res = await conn.run(probe, check=True)
         assert str(res.stdout).startswith("agent=/"), res.stdout
-    transport = SshTransport(node)
+    transport = SshShell(node)
     try:
         res2 = await transport.run(["sh", "-c", probe])  # logged in with the agent's key
         assert res2.ok and res2.stdout == "agent=\n", res2

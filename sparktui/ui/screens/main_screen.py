@@ -490,7 +490,7 @@ class MainScreen(LogKeys, Jobs):
         def sync(done: Callable[[SyncReport | None], None]) -> bool:
             return self.image_sync(session, done)
         title = f"doctor · {session.slug} on {session.plan.cluster_name}"
-        self.app.push_screen(DoctorScreen(title, run, sync if live and not session.plan.cluster_local
+        self.app.push_screen(DoctorScreen(title, run, sync if live and session.orch.can_sync_images
                                           else None))
 
     def action_plan(self) -> None:

@@ -63,13 +63,14 @@ def rank_view(plan: Plan, rank: RankPlan, recipe_args: int, muted: str) -> Rende
     grid.add_row("mounts", _text("\n".join(f"{m.source} → {m.target}{' (ro)' if m.read_only else ''}"
                                           for m in c.shown_mounts()) or "-"))
     grid.add_row("shm", _text(c.shm_size or "-"))
-    grid.add_row("network", _text(f"{c.network_mode} · ipc {c.ipc_mode} · gpus {c.gpus}"))
+    d = c.docker
+    grid.add_row("network", _text(f"{d.network_mode} · ipc {d.ipc_mode} · gpus {c.gpus}"))
     if c.devices:
         grid.add_row("devices", _text(" ".join(c.devices)))
-    if c.cap_add:
-        grid.add_row("cap_add", _text(" ".join(c.cap_add)))
-    if c.ulimits:
-        grid.add_row("ulimits", _text(" ".join(f"{k}={v}" for k, v in c.ulimits.items())))
+    if d.cap_add:
+        grid.add_row("cap_add", _text(" ".join(d.cap_add)))
+    if d.ulimits:
+        grid.add_row("ulimits", _text(" ".join(f"{k}={v}" for k, v in d.ulimits.items())))
     grid.add_row("labels", _text("\n".join(f"{k}={v}" for k, v in c.shown_labels().items())))
     run = Text(visible(rank.docker_run(show_secrets=False)), overflow="fold")
     return Group(grid, Text(""), Text("docker run", f"bold {muted}".strip()), run)

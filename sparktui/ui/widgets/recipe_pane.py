@@ -69,7 +69,8 @@ class RecipePane(VerticalScroll):
 
         row("image", spec.docker_image)
         row("model", spec.model)
-        row("port", str(spec.api_port) + (" + rank" if info.cluster and info.cluster.is_local else ""))
+        per_rank = info.cluster is not None and info.cluster.traits.on_this_machine
+        row("port", str(spec.api_port) + (" + rank" if per_rank else ""))
         if info.cluster is not None:
             row("cluster", f"{info.cluster.name} ({len(info.cluster.nodes)} nodes)")
         row("args", f"{len(spec.args)} (env {len(spec.env)}, mounts {len(spec.extra_mounts)})")

@@ -1,6 +1,7 @@
-"""How sparktui reaches a node: one SSH connection (commands, a tunnel to the node's Docker
-socket, TCP connections opened on the node for health probes), or this machine directly for the
-local cluster. Nothing is copied to a node as a file: the staging agent arrives on stdin.
+"""How sparktui reaches a node's shell: one SSH connection (commands, TCP connections opened
+on the node for health probes), or this machine directly for the local cluster. Nothing is
+copied to a node as a file: the staging agent arrives on stdin. The Docker socket's tunnel over
+the same connection is the Docker runtime's (``runtimes/tunnel.py``), not the shell's.
 
 Commands are argument lists. sshd hands every command string to the node user's login shell
 (``$SHELL -c``), which may be bash, dash, zsh, fish or tcsh: ``shlex.join`` quotes for POSIX
@@ -8,19 +9,16 @@ shells only (fish reads ``\\'`` inside single quotes, tcsh expands ``!`` there a
 newline), so each argument list goes through ``login_shell_command``, the one place a string
 for a node's shell is made. Host keys are always checked against ``known_hosts``.
 
-Safe on a shared machine (issue 15): the node's Docker socket, which is root on the node, is
-forwarded to a unix socket inside a folder only this user can enter (``sockdir``), never to a
-TCP port that every local user could reach; agent and X11 forwarding are off whatever the
-user's SSH config says; which keys may be used is decided in ``sshaccess``.
+Safe on a shared machine (issue 15): agent and X11 forwarding are off whatever the user's SSH
+config says; which keys may be used is decided in ``sshaccess``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import os
 import shlex
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -28,7 +26,6 @@ from typing import Protocol
 import asyncssh
 
 from sparktui.backend.http import ByteReader, ByteWriter
-from sparktui.backend.sockdir import SOCKET_NAME, private_folder, remove_folder
 from sparktui.backend.sshaccess import NO_LOGIN, describe_ssh_error, expand, load_identity, login_name
 from sparktui.core.cluster import Node
 from sparktui.core.errors import SparkError
@@ -75,11 +72,22 @@ class CommandResult:
         return self.returncode == 0
 
 
-class Transport(Protocol):
+class NodeShell(Protocol):
+    """Commands and connections on one node: what every check, probe and agent goes through."""
+
     node: Node
 
     @property
     def connected(self) -> bool: ...
+
+    @property
+    def shown_host(self) -> str:
+        """The node's address as a sentence shows where a probe went."""
+        ...
+
+    def describe(self) -> str:
+        """How the node is reached, once connected (doctor's first line)."""
+        ...
 
     async def connect(self) -> None: ...
 
@@ -90,8 +98,6 @@ class Transport(Protocol):
         """Run ``argv``, handing over each output line; ``stdin`` is its whole input."""
         ...
 
-    async def docker_url(self) -> str: ...
-
     async def open_connection(self, host: str, port: int) -> tuple[ByteReader, ByteWriter]:
         """A TCP connection to ``host:port`` as the node sees it (an ``http.Opener``); raises
         OSError when it cannot be opened."""
@@ -100,19 +106,27 @@ class Transport(Protocol):
     async def close(self) -> None: ...
 
 
-class SshTransport:
-    """One asyncssh connection per node, reopened on demand after it drops."""
+class SshShell:
+    """One asyncssh connection per node, reopened on demand after it drops. What else rides on
+    the connection (the Docker tunnel) registers ``on_drop``: told before the connection is
+    closed, so a listener on it is closed first."""
 
     def __init__(self, node: Node) -> None:
         self.node = node
         self._conn: asyncssh.SSHClientConnection | None = None
-        self._tunnel: asyncssh.SSHListener | None = None
-        self._folder: str | None = None
         self._lock = asyncio.Lock()
+        self.on_drop: list[Callable[[], Awaitable[None]]] = []
 
     @property
     def connected(self) -> bool:
         return self._conn is not None and not self._conn.is_closed()
+
+    @property
+    def shown_host(self) -> str:
+        return self.node.host
+
+    def describe(self) -> str:
+        return f"connected to {self.node.host}:{self.node.ssh_port}, host key verified"
 
     def _login(self) -> str:
         name = login_name(self.node)
@@ -150,25 +164,22 @@ class SshTransport:
             except (OSError, asyncssh.Error, asyncio.TimeoutError, ValueError) as exc:
                 raise NodeError(self.node.name, describe_ssh_error(self.node, exc)) from None
 
-    async def _drop_tunnel(self) -> None:
-        if self._tunnel is not None:
-            self._tunnel.close()
-            self._tunnel = None
-
     async def _drop(self) -> None:
-        await self._drop_tunnel()
+        for hook in self.on_drop:
+            await hook()
         if self._conn is not None:
             self._conn.close()
             self._conn = None
 
-    async def _connection(self) -> asyncssh.SSHClientConnection:
+    async def connection(self) -> asyncssh.SSHClientConnection:
+        """The connection, opened first if it is not (``NodeError`` when it cannot be)."""
         if not self.connected:
             await self.connect()
         assert self._conn is not None
         return self._conn
 
     async def run(self, argv: list[str], timeout: float = 30.0) -> CommandResult:
-        conn = await self._connection()
+        conn = await self.connection()
         try:
             res = await asyncio.wait_for(conn.run(login_shell_command(argv), check=False), timeout)
         except (OSError, asyncssh.Error) as exc:
@@ -182,7 +193,7 @@ class SshTransport:
                      stdin: str | None = None) -> int:
         """Run ``argv`` on the node, handing over each stdout line as it arrives; ``stdin``, when
         given, is written to it and followed by end of file."""
-        conn = await self._connection()
+        conn = await self.connection()
         try:
             async with conn.create_process(login_shell_command(argv), stderr=asyncssh.STDOUT,
                                            input=stdin) as proc:
@@ -192,25 +203,6 @@ class SshTransport:
                 return proc.exit_status if proc.exit_status is not None else 255
         except (OSError, asyncssh.Error) as exc:
             raise NodeError(self.node.name, describe_ssh_error(self.node, exc)) from None
-
-    async def docker_url(self) -> str:
-        """A unix socket forwarded to the node's Docker socket through this connection, inside
-        a folder only this user can enter: the node's engine is root on the node, so no other
-        local user may reach it (a TCP port on 127.0.0.1 would let every one of them)."""
-        conn = await self._connection()
-        async with self._lock:
-            try:
-                if self._folder is None or not os.path.isdir(self._folder):
-                    self._folder = private_folder()  # first use, or removed while it reconnected
-                    await self._drop_tunnel()
-                path = os.path.join(self._folder, SOCKET_NAME)
-                if self._tunnel is None:
-                    # a socket left by the listener before a reconnect is replaced
-                    self._tunnel = await conn.forward_local_path(path, self.node.docker.socket)
-            except (OSError, asyncssh.Error) as exc:
-                raise NodeError(self.node.name, f"cannot forward the Docker socket "
-                                f"{self.node.docker.socket}: {exc}") from None
-            return f"unix://{path}"
 
     async def open_connection(self, host: str, port: int) -> tuple[ByteReader, ByteWriter]:
         """A direct TCP channel from the node to ``host:port``, over the connection already
@@ -229,9 +221,6 @@ class SshTransport:
     async def close(self) -> None:
         async with self._lock:
             await self._drop()
-            if self._folder is not None:
-                remove_folder(self._folder)
-                self._folder = None
 
 
 class _Channel:
@@ -281,8 +270,8 @@ class _Channel:
         self._writer.close()
 
 
-class LocalTransport:
-    """This machine, for the local cluster."""
+class LocalShell:
+    """This machine, for a cluster whose nodes are this machine."""
 
     def __init__(self, node: Node) -> None:
         self.node = node
@@ -290,6 +279,13 @@ class LocalTransport:
     @property
     def connected(self) -> bool:
         return True
+
+    @property
+    def shown_host(self) -> str:
+        return "127.0.0.1"
+
+    def describe(self) -> str:
+        return "local"
 
     async def connect(self) -> None:
         return None
@@ -330,9 +326,6 @@ class LocalTransport:
             await proc.wait()
             raise
 
-    async def docker_url(self) -> str:
-        return f"unix://{self.node.docker.socket}"
-
     async def open_connection(self, host: str, port: int) -> tuple[ByteReader, ByteWriter]:
         """This machine is the node: a plain socket."""
         return await asyncio.open_connection(host, port)
@@ -340,6 +333,3 @@ class LocalTransport:
     async def close(self) -> None:
         return None
 
-
-def transport_for(node: Node) -> Transport:
-    return LocalTransport(node) if node.local else SshTransport(node)

@@ -1,4 +1,5 @@
-"""Ranks as Docker containers on a node's own engine, reached through the node's transport.
+"""Ranks as Docker containers on a node's own engine, reached through a URL (the SSH tunnel to
+the node's socket, ``tunnel.py``); and doctor's Docker probes (``preflight``).
 
 The docker SDK blocks, so every call runs in a thread; the SSH tunnel it talks through is
 served by the event loop.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -18,6 +19,7 @@ import docker.errors
 import docker.types
 import requests.exceptions
 
+from sparktui.backend.doctor import Finding
 from sparktui.backend.logpump import FrameLines, Handoff, normalize_ts, split_ts
 from sparktui.backend.runtime import (
     ContainerState,
@@ -27,7 +29,8 @@ from sparktui.backend.runtime import (
     RuntimeLost,
     Status,
 )
-from sparktui.backend.transport import Transport
+from sparktui.core.cluster import Node
+from sparktui.core.dockerview import bind
 from sparktui.core.plan import ContainerSpec
 from sparktui.core.timing import mark
 
@@ -50,22 +53,26 @@ def _epoch(ts: str) -> int:
 
 
 class DockerRuntime:
-    def __init__(self, transport: Transport) -> None:
-        self.transport = transport
+    """One node's ranks as containers of its engine at ``url()`` (asked again before every
+    request: a reconnected tunnel has a new socket)."""
+
+    def __init__(self, node: str, url: Callable[[], Awaitable[str]]) -> None:
+        self.node = node
+        self._get_url = url
         self._client: docker.DockerClient | None = None
         self._url: str | None = None
 
     async def _docker(self) -> docker.DockerClient:
         try:
-            url = await self.transport.docker_url()
+            url = await self._get_url()
         except Exception as exc:
             raise RuntimeLost(str(exc)) from None
         if self._client is None or url != self._url:
             self._url = url
-            mark(f"docker {self.transport.node.name}: client")
+            mark(f"docker {self.node}: client")
             self._client = await asyncio.to_thread(docker.DockerClient, base_url=url, timeout=60,
                                                    version="auto")
-            mark(f"docker {self.transport.node.name}: client ready")
+            mark(f"docker {self.node}: client ready")
         return self._client
 
     async def _call(self, fn: Callable[[docker.DockerClient], T]) -> T:
@@ -74,13 +81,13 @@ class DockerRuntime:
             return await asyncio.to_thread(fn, client)
         except _LOST as exc:
             self._client = None
-            raise RuntimeLost(f"{self.transport.node.name}: Docker engine unreachable: {exc}") from None
+            raise RuntimeLost(f"{self.node}: Docker engine unreachable: {exc}") from None
         except docker.errors.DockerException as exc:
             if isinstance(exc, docker.errors.NotFound):
                 raise
             if "Connection" in str(exc) or "Max retries" in str(exc):
                 self._client = None
-                raise RuntimeLost(f"{self.transport.node.name}: {exc}") from None
+                raise RuntimeLost(f"{self.node}: {exc}") from None
             raise
 
     async def open(self) -> None:
@@ -128,23 +135,24 @@ class DockerRuntime:
         return await self._call(get)
 
     async def run(self, spec: ContainerSpec, extra_labels: dict[str, str]) -> ContainerState:
+        """The Docker rendering of the neutral spec: the SDK's ``create`` arguments."""
         kwargs: dict[str, Any] = dict(
             image=spec.image, command=spec.command, entrypoint=spec.entrypoint or None,
             environment=spec.env, name=spec.name, detach=True,
-            labels={**spec.labels, **extra_labels}, network_mode=spec.network_mode,
-            ipc_mode=spec.ipc_mode, init=True,
+            labels={**spec.labels, **extra_labels}, network_mode=spec.docker.network_mode,
+            ipc_mode=spec.docker.ipc_mode, init=True,
             # a list of binds: a dict keyed by the host path kept one of two mounts of one folder
-            volumes=[m.bind for m in spec.mounts],
+            volumes=[bind(m) for m in spec.mounts],
         )
         if spec.shm_size:
             kwargs["shm_size"] = spec.shm_size
         if spec.devices:
             kwargs["devices"] = [f"{d}:{d}:rwm" if ":" not in d else d for d in spec.devices]
-        if spec.cap_add:
-            kwargs["cap_add"] = spec.cap_add
-        if spec.ulimits:
+        if spec.docker.cap_add:
+            kwargs["cap_add"] = spec.docker.cap_add
+        if spec.docker.ulimits:
             kwargs["ulimits"] = [docker.types.Ulimit(name=k, soft=v, hard=v)
-                                 for k, v in spec.ulimits.items()]
+                                 for k, v in spec.docker.ulimits.items()]
         gpus = spec.gpus.strip().lower()
         if gpus and gpus != "none":
             if gpus == "all":
@@ -164,9 +172,9 @@ class DockerRuntime:
             except docker.errors.ImageNotFound:
                 self._ensure_image(c, spec.image)  # pulled, or ImageMissing
                 container = self._create(c, spec.name, kwargs)
-            mark(f"docker {self.transport.node.name}: {spec.name} created")
+            mark(f"docker {self.node}: {spec.name} created")
             container.start()
-            mark(f"docker {self.transport.node.name}: {spec.name} started")
+            mark(f"docker {self.node}: {spec.name} started")
             return self._state(container)
         return await self._call(start)
 
@@ -193,7 +201,7 @@ class DockerRuntime:
         """``NameTaken`` when a container has ``name``."""
         holder = self._by_name(c, name)
         if holder is not None:
-            raise NameTaken(self.transport.node.name, holder)
+            raise NameTaken(self.node, holder)
 
     async def named(self, name: str) -> ContainerState | None:
         return await self._call(lambda c: self._by_name(c, name))
@@ -209,7 +217,7 @@ class DockerRuntime:
         try:
             c.images.pull(image)
         except docker.errors.APIError as exc:
-            raise ImageMissing(self.transport.node.name, image, str(exc.explanation or exc)) from None
+            raise ImageMissing(self.node, image, str(exc.explanation or exc)) from None
 
     async def stop(self, container_id: str, timeout: float = 10.0) -> None:
         def stop(c: docker.DockerClient) -> None:
@@ -262,7 +270,7 @@ class DockerRuntime:
                 except docker.errors.NotFound:
                     return
                 except (*_LOST, docker.errors.DockerException) as exc:
-                    raise RuntimeLost(f"{self.transport.node.name}: log stream lost: {exc}") from None
+                    raise RuntimeLost(f"{self.node}: log stream lost: {exc}") from None
                 if batch is None:
                     return
                 lines: list[tuple[str, str]] = []
@@ -288,3 +296,26 @@ class DockerRuntime:
             for stream in holder:  # unblock the pump's read
                 with contextlib.suppress(Exception):
                     await asyncio.to_thread(stream.close)
+
+
+async def preflight(rt: DockerRuntime, node: Node, image: str,
+                    slug: str) -> tuple[list[Finding], str | None]:
+    """Doctor's Docker lines for a node: the engine answers (its version), the image is there
+    (its id, compared across nodes by doctor)."""
+    found: list[Finding] = []
+    image_id: str | None = None
+    try:
+        version = await rt.version()
+        found.append(Finding(node.name, "docker", "passed",
+                             f"Docker {version.get('Version', '?')} at {node.docker.socket}"))
+        image_id = await rt.image_id(image)
+        if image_id is None:
+            found.append(Finding(node.name, "image", "failed",
+                                 f"image {image} is not on this node; copy it with "
+                                 f"sparktui image sync {slug}"))
+        else:
+            found.append(Finding(node.name, "image", "passed", f"{image} is {image_id[7:19]}"))
+    except Exception as exc:  # RuntimeLost, NodeError, the SDK's own
+        found.append(Finding(node.name, "docker", "failed",
+                             f"Docker engine at {node.docker.socket} unreachable: {exc}"))
+    return found, image_id

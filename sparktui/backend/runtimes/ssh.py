@@ -1,0 +1,64 @@
+"""The ``ssh`` kind: each node reached over one SSH connection (its shell, ``nodeshell``), its
+ranks run as containers of the node's own Docker engine through a tunnel on that connection."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from sparktui.backend.doctor import Finding
+from sparktui.backend.events import Event
+from sparktui.backend.imagesync import DockerUrl, SyncReport, sync_image
+from sparktui.backend.nodeshell import NodeShell, SshShell
+from sparktui.backend.runtime import Containers
+from sparktui.backend.runtimes.docker import DockerRuntime, preflight
+from sparktui.backend.runtimes.shells import ShellRuntime
+from sparktui.backend.runtimes.tunnel import DockerTunnel
+from sparktui.core.cluster import Cluster, Node
+from sparktui.core.kinds import SSH, kind_of
+
+
+class SshDocker(ShellRuntime):
+    """SSH shells, Docker tunnels and one ``DockerRuntime`` per node of the recipe's ranks."""
+
+    def __init__(self, cluster: Cluster, nodes: list[Node], state_root: Path) -> None:
+        ssh = {n.name: SshShell(n) for n in nodes}
+        shells: dict[str, NodeShell] = dict(ssh)
+        super().__init__(kind_of(SSH), shells)
+        self.cluster = cluster
+        self.tunnels = {name: DockerTunnel(shell) for name, shell in ssh.items()}
+        self.ranks = {name: DockerRuntime(name, t.url) for name, t in self.tunnels.items()}
+
+    def containers(self, node: str) -> Containers:
+        return self.ranks[node]
+
+    async def retire(self, node: str, container_id: str, timeout: float) -> None:
+        await self.ranks[node].stop(container_id, timeout=timeout)
+
+    async def image_id(self, node: str, image: str) -> str | None:
+        return await self.ranks[node].image_id(image)
+
+    async def sync_image(self, image: str, order: list[str], emit: Callable[[Event], None],
+                         source: str | None) -> SyncReport:
+        """``imagesync.sync_image`` over the tunnels; a ``source`` node of the cluster that
+        runs no rank of the recipe is connected for the copy, then closed."""
+        urls: dict[str, DockerUrl] = {name: t.url for name, t in self.tunnels.items()}
+        extra = [n for n in self.cluster.nodes if n.name == source and n.name not in urls]
+        opened = [(SshShell(n), n.name) for n in extra]
+        tunnels = [(DockerTunnel(shell), shell, name) for shell, name in opened]
+        for tunnel, _shell, name in tunnels:
+            urls[name] = tunnel.url
+        try:
+            return await sync_image(image, order, urls, emit, source)
+        finally:
+            for tunnel, shell, _name in tunnels:
+                await tunnel.close()
+                await shell.close()
+
+    async def preflight(self, node: Node, image: str, slug: str) -> tuple[list[Finding], str | None]:
+        return await preflight(self.ranks[node.name], node, image, slug)
+
+    async def close(self) -> None:
+        for tunnel in self.tunnels.values():
+            await tunnel.close()
+        await super().close()

@@ -1,0 +1,52 @@
+"""The Docker rendering of a rank's neutral spec (``core.plan.ContainerSpec``): the ``docker
+run`` line the plan shows and records, and the bind strings. The Docker runtime builds its SDK
+call from the same spec (``backend/runtimes/docker.py``); another runtime renders the spec its
+own way and never reads this."""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING
+
+from sparktui.core.secrets import Conceal
+
+if TYPE_CHECKING:
+    from sparktui.core.plan import ContainerSpec, MountSpec
+
+
+def bind(m: MountSpec) -> str:
+    """Docker's ``host:container:mode`` (validation keeps ``:`` out of recipe paths)."""
+    return f"{m.source}:{m.target}:{'ro' if m.read_only else 'rw'}"
+
+
+def docker_run_line(c: ContainerSpec, show_secrets: bool = False,
+                    conceal: Conceal | None = None) -> str:
+    """A shell-quoted ``docker run`` that starts the same container (secrets masked unless
+    ``show_secrets``)."""
+    q = shlex.quote
+    d = c.docker
+    parts = ["docker", "run", "-d", "--name", q(c.name)]
+    parts += ["--network", q(d.network_mode), "--ipc", q(d.ipc_mode)]
+    if c.shm_size:
+        parts += ["--shm-size", q(c.shm_size)]
+    if c.gpus and c.gpus != "none":
+        parts += ["--gpus", q(c.gpus)]
+    for dev in c.devices:
+        parts += ["--device", q(dev)]
+    for cap in d.cap_add:
+        parts += ["--cap-add", q(cap)]
+    for name, limit in d.ulimits.items():
+        parts += ["--ulimit", q(f"{name}={limit}")]
+    for m in c.shown_mounts(show_secrets, conceal):
+        parts += ["-v", q(f"{m.source}:{m.target}" + (":ro" if m.read_only else ""))]
+    for k, v in c.shown_env(show_secrets, conceal).items():
+        parts += ["-e", q(f"{k}={v}")]
+    for k, v in c.shown_labels(show_secrets, conceal).items():
+        parts += ["--label", q(f"{k}={v}")]
+    entrypoint = c.shown_entrypoint(show_secrets, conceal)
+    if entrypoint:
+        parts += ["--entrypoint", q(entrypoint[0])]
+    parts.append(q(c.image))
+    parts += [q(a) for a in entrypoint[1:]]
+    parts += [q(a) for a in c.shown_command(show_secrets, conceal)]
+    return " ".join(parts)
