@@ -9,9 +9,8 @@ port, the NICs NCCL is told to use, GPUs.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from typing import Literal
 
+from sparktui.backend.findings import Finding, Verdict
 from sparktui.backend.nodeshell import NodeError
 from sparktui.backend.runtimes.base import NodeExec, Preflight, Runtime
 from sparktui.core.cluster import Node
@@ -19,7 +18,7 @@ from sparktui.core.nodevalues import nic_names
 from sparktui.core.plan import Plan
 from sparktui.core.units import format_bytes
 
-Verdict = Literal["passed", "warned", "failed"]
+__all__ = ["Finding", "Verdict", "doctor"]
 
 PORT_FREE = ("import socket,sys\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
              "s.bind(('0.0.0.0',int(sys.argv[1])))")
@@ -30,18 +29,6 @@ DST_CHECK = (
     '[ -d "$d" ] && [ -w "$d" ] || exit 3; df -Pk -- "$d"'
 )
 NOT_WRITABLE = 3
-
-
-@dataclass(frozen=True)
-class Finding:
-    node: str
-    check: str
-    verdict: Verdict
-    sentence: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"node": self.node, "check": self.check, "verdict": self.verdict,
-                "sentence": self.sentence}
 
 
 def hf_snapshot_dir(hf_cache: str, model: str) -> str:

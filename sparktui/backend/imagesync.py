@@ -18,7 +18,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import docker
 import docker.errors
@@ -30,8 +30,13 @@ from sparktui.backend.nodeshell import NodeError
 from sparktui.core.errors import SparkError, sentence
 from sparktui.core.units import format_bytes, format_duration
 
-if TYPE_CHECKING:
-    from sparktui.backend.runtimes.base import Images
+
+class ImageIds(Protocol):
+    """What the check reads of a runtime (``runtimes.base.Images``, which names this module's
+    report: a protocol here, not an import back)."""
+
+    async def image_id(self, node: str, image: str) -> str | None: ...
+
 
 DockerUrl = Callable[[], Awaitable[str]]
 """A node's Docker engine as a URL (``runtimes.tunnel.DockerTunnel.url``)."""
@@ -157,7 +162,7 @@ class SyncReport:
                 "nodes": [r.to_json() for r in self.results]}
 
 
-async def check_images(image: str, order: list[str], runtime: Images) -> ImageCheck:
+async def check_images(image: str, order: list[str], runtime: ImageIds) -> ImageCheck:
     """The image's id on every node at once; a node that cannot be asked is an error."""
     found = await asyncio.gather(*(runtime.image_id(name, image) for name in order),
                                  return_exceptions=True)

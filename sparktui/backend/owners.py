@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from sparktui.backend.runtime import Containers, ContainerState, NameTaken
 from sparktui.core.errors import SparkError
 from sparktui.core.ownership import Adoptions, owner_name, owner_of, when_text
-from sparktui.core.plan import LABEL_CLUSTER, LABEL_PREFIX, LABEL_RECIPE, ContainerSpec
+from sparktui.core.plan import LABEL_CLUSTER, LABEL_PREFIX, LABEL_RECIPE
+from sparktui.core.rankspec import ContainerSpec
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from sparktui.core.errors import SparkError
-from sparktui.core.plan import ContainerSpec
+from sparktui.core.rankspec import ContainerSpec
 
 Status = Literal["created", "running", "restarting", "exited", "dead", "missing"]
 

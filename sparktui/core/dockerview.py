@@ -1,4 +1,4 @@
-"""The Docker rendering of a rank's neutral spec (``core.plan.ContainerSpec``): the ``docker
+"""The Docker rendering of a rank's neutral spec (``core.rankspec.ContainerSpec``): the ``docker
 run`` line the plan shows and records, and the bind strings. The Docker runtime builds its SDK
 call from the same spec (``backend/runtimes/docker.py``); another runtime renders the spec its
 own way and never reads this."""
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from sparktui.core.secrets import Conceal
 
 if TYPE_CHECKING:
-    from sparktui.core.plan import ContainerSpec, MountSpec
+    from sparktui.core.rankspec import ContainerSpec, MountSpec
 
 
 def bind(m: MountSpec) -> str:

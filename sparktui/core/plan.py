@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -18,9 +17,10 @@ from sparktui.core.engines import FATAL_LINES, Launch, engine
 from sparktui.core.kinds import kind_of
 from sparktui.core.ownership import LABEL_OWNER
 from sparktui.core.placeholders import substitute
+from sparktui.core.rankspec import ContainerSpec, DockerOptions, MountSpec
 from sparktui.core.recipe import HF_CACHE_IN_CONTAINER, CheckSpec, Recipe
-from sparktui.core.redact import MIN_REDACT, Redactor
-from sparktui.core.secrets import Conceal, SecretRules, conceal_text, keyed, masked, shown
+from sparktui.core.redact import Redactor
+from sparktui.core.secrets import Conceal, SecretRules, keyed, masked
 from sparktui.core.units import parse_size
 
 LABEL_PREFIX = "sparktui."
@@ -29,112 +29,6 @@ LABEL_RANK = "sparktui.rank"
 LABEL_WORLD = "sparktui.world"
 LABEL_CLUSTER = "sparktui.cluster"
 LABEL_PLAN = "sparktui.plan"
-
-
-@dataclass(frozen=True)
-class MountSpec:
-    """A node's folder seen by the rank at ``target`` (the same path for a local process)."""
-
-    source: str
-    target: str
-    read_only: bool = False
-
-
-@dataclass(frozen=True)
-class DockerOptions:
-    """What only a container engine takes for a rank: the host's namespaces it shares and the
-    cluster file's ``[docker]`` capabilities and limits. Another runtime leaves them aside."""
-
-    network_mode: str = "host"
-    ipc_mode: str = "host"
-    cap_add: list[str] = field(default_factory=list)
-    ulimits: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ContainerSpec:
-    """What one rank runs, in no runtime's words: the image, the process (``entrypoint`` then
-    ``command``), its environment, mounts, shared memory, GPUs, devices and labels. Each
-    runtime renders it its own way: Docker as a container (``core.dockerview`` and
-    ``backend/runtimes/docker.py``, with ``docker``'s options), the local runtime as a process
-    with ``env``; a Slurm runtime as a step."""
-
-    name: str
-    image: str
-    entrypoint: list[str]
-    command: list[str]
-    env: dict[str, str]
-    mounts: list[MountSpec]
-    shm_size: str | None
-    gpus: str
-    devices: list[str]
-    labels: dict[str, str]
-    secrets: SecretRules = field(default=SecretRules())  # which env and args values are secret
-    docker: DockerOptions = field(default_factory=DockerOptions)
-
-    @property
-    def argv(self) -> list[str]:
-        """The process the container runs: entrypoint followed by command."""
-        return [*self.entrypoint, *self.command]
-
-    def shown_env(self, show_secrets: bool = False, conceal: Conceal | None = None) -> dict[str, str]:
-        """The env with secret values masked (or as ``conceal`` renders them)."""
-        how = _conceal(show_secrets, conceal)
-        free = self._free(how)
-        return {k: free(v) for k, v in self.secrets.conceal_env(self.env, how).items()}
-
-    def shown_command(self, show_secrets: bool = False,
-                      conceal: Conceal | None = None) -> list[str]:
-        """The command with the values of secret flags masked (``--api-key ********``), and
-        secret values inside any other token (``sh -c "... $KEY ..."``)."""
-        how = _conceal(show_secrets, conceal)
-        return [self._free(how)(t) for t in self.secrets.conceal_args(self.command, how)]
-
-    def shown_entrypoint(self, show_secrets: bool = False,
-                         conceal: Conceal | None = None) -> list[str]:
-        how = _conceal(show_secrets, conceal)
-        return [self._free(how)(t) for t in self.secrets.conceal_args(self.entrypoint, how)]
-
-    def shown_mounts(self, show_secrets: bool = False,
-                     conceal: Conceal | None = None) -> list[MountSpec]:
-        free = self._free(_conceal(show_secrets, conceal))
-        return [MountSpec(free(m.source), free(m.target), m.read_only) for m in self.mounts]
-
-    def shown_labels(self, show_secrets: bool = False,
-                     conceal: Conceal | None = None) -> dict[str, str]:
-        free = self._free(_conceal(show_secrets, conceal))
-        return {k: free(v) for k, v in self.labels.items()}
-
-    def _free(self, conceal: Conceal) -> Callable[[str], str]:
-        """Conceals the secret values (and URL passwords) inside any string of this spec."""
-        if conceal is shown:
-            return shown
-        values = sorted({v for v in self.secret_values() if len(v) >= MIN_REDACT},
-                        key=len, reverse=True)
-        return lambda text: conceal_text(text, values, conceal)
-
-    def secret_values(self) -> list[str]:
-        return self.secrets.values(self.env, self.entrypoint) + \
-            self.secrets.values({}, self.command)
-
-    def to_json(self, show_secrets: bool = False, conceal: Conceal | None = None) -> dict[str, Any]:
-        """The plan's record of the rank, Docker's options beside the rest, keys in the order
-        they always had (the plan hash is taken over it: a running cluster's stays what it was)."""
-        d = self.docker
-        return {
-            "name": self.name, "image": self.image,
-            "entrypoint": self.shown_entrypoint(show_secrets, conceal),
-            "command": self.shown_command(show_secrets, conceal),
-            "env": self.shown_env(show_secrets, conceal),
-            "mounts": [asdict(m) for m in self.shown_mounts(show_secrets, conceal)],
-            "shm_size": self.shm_size, "network_mode": d.network_mode, "ipc_mode": d.ipc_mode,
-            "gpus": self.gpus, "devices": list(self.devices), "cap_add": list(d.cap_add),
-            "ulimits": dict(d.ulimits), "labels": self.shown_labels(show_secrets, conceal),
-        }
-
-
-def _conceal(show_secrets: bool, conceal: Conceal | None) -> Conceal:
-    return conceal if conceal is not None else (shown if show_secrets else masked)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import pytest
 from sparktui.agents.local_shim import CONTINUED, MAX_LINE_BYTES, proc_start, proc_stat
 from sparktui.backend.runtime import ContainerState, LogChunk, NameTaken
 from sparktui.backend.runtimes.processes import LocalRuntime, pid_alive
-from sparktui.core.plan import ContainerSpec
+from sparktui.core.rankspec import ContainerSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z$")  # the width docker writes
@@ -169,7 +169,7 @@ import asyncio, sys
 from pathlib import Path
 sys.path.insert(0, {str(ROOT)!r})
 from sparktui.backend.runtimes.processes import LocalRuntime
-from sparktui.core.plan import ContainerSpec
+from sparktui.core.rankspec import ContainerSpec
 spec = ContainerSpec(name="orphan", image="img", entrypoint=["python3", "-c"], command=[{TICKER!r}],
                      env={{"WHO": "creator"}}, mounts=[], shm_size=None, gpus="none", devices=[],
                      labels={{"sparktui.recipe": "demo", "sparktui.rank": "0"}})

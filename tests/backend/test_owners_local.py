@@ -14,7 +14,8 @@ from sparktui.backend.orchestrator import Orchestrator
 from sparktui.backend.owners import HeldElsewhere, NameClash
 from sparktui.backend.runtimes.processes import LocalRuntime
 from sparktui.core.cluster import local_cluster
-from sparktui.core.plan import ContainerSpec, build_plan
+from sparktui.core.plan import build_plan
+from sparktui.core.rankspec import ContainerSpec
 from sparktui.core.recipe import load_recipe
 from tests.conftest import RECIPES
 

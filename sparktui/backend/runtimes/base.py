@@ -20,8 +20,8 @@ from sparktui.core.cluster import Node
 from sparktui.core.kinds import Kind
 
 if TYPE_CHECKING:
-    from sparktui.backend.doctor import Finding
     from sparktui.backend.events import Event, NodeTelemetry
+    from sparktui.backend.findings import Finding
     from sparktui.backend.imagesync import SyncReport
     from sparktui.backend.telemetry import Sampler
     from sparktui.core.plan import Plan

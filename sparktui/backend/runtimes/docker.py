@@ -31,7 +31,7 @@ from sparktui.backend.runtime import (
 )
 from sparktui.core.cluster import Node
 from sparktui.core.dockerview import bind
-from sparktui.core.plan import ContainerSpec
+from sparktui.core.rankspec import ContainerSpec
 from sparktui.core.timing import mark
 
 T = TypeVar("T")

@@ -43,8 +43,8 @@ from sparktui.agents.local_shim import (
 )
 from sparktui.backend.runtime import ContainerState, LogChunk, NameTaken
 from sparktui.core.names import UnsafeName, child, is_safe
-from sparktui.core.plan import ContainerSpec
 from sparktui.core.private import opener, private_dir, private_mkdir
+from sparktui.core.rankspec import ContainerSpec
 from sparktui.core.redact import MASK
 
 IMAGE_ID = "local"
