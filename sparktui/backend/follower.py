@@ -180,7 +180,7 @@ class LogFollower:
         return check, checks.snapshot()
 
     def _exited(self, info: RankInfo, st: ContainerState) -> None:
-        info.exit_code = st.exit_code
+        info.exit_code, info.ended = st.exit_code, True
         if info.stopping:  # by down: once removed its code is gone, and "removed by down" says it
             if st.exit_code is not None:
                 self.board.set_state(info, "stopped", f"exit code {st.exit_code}")

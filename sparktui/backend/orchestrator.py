@@ -460,7 +460,7 @@ class Orchestrator:
             why = sentence(exc)
             if isinstance(exc, ImageMissing):
                 why = f"{why}; run sparktui image sync {self.recipe.slug}"
-            info.exit_code = None
+            info.exit_code, info.ended = None, True
             self.board.set_state(info, "failed", f"could not start: {why}")
             self.board.notice("error", f"rank {info.rank} ({info.node.name}): could not start: {why}")
             return

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 SMOKE_FAILURES = 2  # in a row, before the group counts as dead
 GRACE_S = 2.0  # a TP group falls within moments: then the first to fail is known
+SETTLE_S = 15.0  # ... once each failed rank's own end is seen: on a loaded machine that lags
 
 
 def restarts_in_window(run: Run, window_s: float, now: float | None = None) -> list[float]:
@@ -99,6 +100,12 @@ class Watchdog:
     async def _restart(self, reason: str | None) -> None:
         if reason is None:
             await asyncio.sleep(GRACE_S)
+            # the rank that died first (killed, crashed: it says nothing) is named once its own
+            # end is seen; its peers' fatal lines about the lost group may be seen before it
+            settle = time.monotonic() + SETTLE_S
+            while time.monotonic() < settle and any(
+                    r.state == "failed" and not r.ended for r in self.orch.ranks):
+                await asyncio.sleep(0.2)
             failed = self.orch.failures()
             if not failed:
                 return  # nothing is failed any more (restarted by hand meanwhile)

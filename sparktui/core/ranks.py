@@ -87,6 +87,7 @@ class RankInfo:
     removed: bool = False  # down removed the container: nothing left to restart or stop
     failed_at: float | None = None  # epoch; the first rank to fail is usually the cause
     probed: bool = False  # its HTTP was asked since this launch: health None = nothing answers
+    ended: bool = False  # its process's end was seen (exit, container gone, never started)
 
     @property
     def settled(self) -> bool:
@@ -110,13 +111,14 @@ class RankInfo:
         elif state in BOOTING:
             self.failed_at = None
         if state in ("creating", "restarting"):
-            self.removed = self.probed = False
+            self.removed = self.probed = self.ended = False
         return True
 
     def observe(self, container_id: str, running: bool, exit_code: int | None) -> None:
         """What attach found: a running container boots until shown ready; an exited one
         failed unless it exited cleanly."""
         self.container_id, self.removed, self.probed = container_id, False, False
+        self.ended = not running
         if running:
             self.state, self.detail = "booting", ""
             return
