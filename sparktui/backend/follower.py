@@ -17,7 +17,7 @@ from sparktui.backend.transport import NodeError, Transport
 from sparktui.core import timing
 from sparktui.core.checks import BootChecks, Check
 from sparktui.core.errors import sentence
-from sparktui.core.ranks import LAST_LINES, RankInfo
+from sparktui.core.ranks import LAST_LINES, Cause, RankInfo
 from sparktui.core.runstore import Run, ts_epoch
 
 RECONNECT_FIRST_S = 0.5
@@ -180,22 +180,22 @@ class LogFollower:
         info.exit_code = st.exit_code
         if info.stopping:  # by down: once removed its code is gone, and "removed by down" says it
             if st.exit_code is not None:
-                self.board.set_state(info, "stopped", f"exit code {st.exit_code}")
+                self.board.set_state(info, "stopped", Cause("stopped_exit", st.exit_code))
             return
         # a line may be a 32 KiB piece of a longer one: the detail is a sentence, not a dump
         tail = " | ".join(line[:TAIL_CHARS] for line in list(info.last_lines)[-3:])
         if st.exit_code is not None:
-            how = f"exited with code {st.exit_code}"
+            cause = Cause("exited", st.exit_code, text=tail)
         elif st.status == "missing":
-            how = "its container was removed outside sparktui"
+            cause = Cause("removed_outside", text=tail)
         else:
-            how = "exited (no exit code)"
-        detail, when = f"{how}: {tail}", ts_epoch(st.finished_at)
+            cause = Cause("no_exit_code", text=tail)
+        when = ts_epoch(st.finished_at)
         if info.state == "failed":  # failed already (its group fell, or a fatal line)
-            self.board.failed_on_its_own(info, detail, when)
+            self.board.failed_on_its_own(info, cause, when)
             self.board.end_boot(info)  # its container is gone: so is its boot
             return
-        self.board.set_state(info, "failed", detail, when)
+        self.board.set_state(info, "failed", cause, when)
         self.board.end_boot(info)
 
     async def catch_up(self) -> None:

@@ -29,7 +29,7 @@ from sparktui.backend.http import request
 from sparktui.backend.transport import Transport
 from sparktui.core.cluster import HEALTH_BOOTING_S, HEALTH_INTERVAL_S
 from sparktui.core.engines import engine
-from sparktui.core.ranks import PROBED, RankInfo
+from sparktui.core.ranks import RUNNING, RankInfo
 from sparktui.core.timing import mark
 
 TIMEOUT_S = 2.0
@@ -51,7 +51,7 @@ class HealthProber:
 
     def probed(self, info: RankInfo) -> bool:
         """Whether the rank has an engine that may answer: running, and opening a port."""
-        return (info.state in PROBED and not info.removed
+        return (info.state in RUNNING and not info.removed
                 and self.board.plan.ranks[info.rank].serves_http)
 
     async def probe(self, info: RankInfo) -> int | None:

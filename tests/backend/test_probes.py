@@ -22,6 +22,7 @@ from sparktui.backend.http import ByteReader, ByteWriter, request
 from sparktui.backend.transport import LocalTransport, SshTransport, Transport
 from sparktui.core.cluster import Cluster, load_cluster, local_cluster
 from sparktui.core.plan import Plan, build_plan
+from sparktui.core.ranks import Cause
 from sparktui.core.recipe import load_recipe
 from tests.conftest import CLUSTER4, RECIPES
 
@@ -164,7 +165,7 @@ async def test_booting_every_second_ready_every_interval_gone_never(
         board.set_state(info, "booting")
     board.set_state(r1, "ready")
     board.set_state(r2, "ready")
-    board.set_state(r3, "failed", "exited with code 1")
+    board.set_state(r3, "failed", Cause("exited", 1))
     prober = HealthProber(board, transports(plan, board), interval=3.0)
     task = asyncio.create_task(prober.loop())
     await asyncio.sleep(6.5)
@@ -269,7 +270,7 @@ async def test_a_rank_that_leaves_the_running_states_shows_no_code(
     prober = HealthProber(board, transports(plan, board))
     await prober.probe_all()
     assert r1.health == 200
-    board.set_state(r1, "failed", "exited with code 137")
+    board.set_state(r1, "failed", Cause("exited", 137))
     assert r1.health is None
     last = [e.rank for e in events if isinstance(e, RankChanged) and e.rank.rank == 1][-1]
     assert last.state == "failed" and last.health is None  # the event that says failed says "-"

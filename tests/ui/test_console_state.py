@@ -4,29 +4,32 @@ until they clear, node links, the notice log."""
 from __future__ import annotations
 
 from sparktui.backend.events import NodeChanged, NodeTelemetry
-from sparktui.core.ranks import RankSnapshot
+from sparktui.core.ranks import Cause, RankSnapshot
 from sparktui.core.runstore import RunStore
 from sparktui.ui.console_state import MAX_NOTICES, ConsoleState
 
 
-def snap(rank: int, state: str, detail: str = "", failed_at: float | None = None) -> RankSnapshot:
-    return RankSnapshot(rank, f"spark{rank + 1}", state, detail, failed_at=failed_at)  # type: ignore[arg-type]
+def snap(rank: int, state: str, cause: Cause | None = None, failed_at: float | None = None) -> RankSnapshot:
+    detail = cause.sentence if cause is not None else ""
+    return RankSnapshot(rank, f"spark{rank + 1}", state, detail, failed_at=failed_at,  # type: ignore[arg-type]
+                        cause=cause)
 
 
 def test_a_group_that_falls_over_is_one_toast_naming_the_first() -> None:
     state = ConsoleState(lambda: 0.0)
     assert state.rank_changed(snap(0, "booting")) is None
-    said = state.rank_changed(snap(2, "failed", "exited with code 1: NCCL error", failed_at=12.0))
+    said = state.rank_changed(snap(2, "failed", Cause("exited", 1, text="NCCL error"), failed_at=12.0))
     assert said == "rank 2 (spark3) failed: exited with code 1: NCCL error"
-    state.rank_changed(snap(1, "failed", "line 40: Traceback (most recent call last):", failed_at=10.0))
-    assert state.rank_changed(snap(1, "failed", "again", failed_at=10.0)) is None  # already failed
+    state.rank_changed(snap(1, "failed", Cause("fatal_line", line_no=40, text="Traceback (most recent call last):"),
+                           failed_at=10.0))
+    assert state.rank_changed(snap(1, "failed", Cause("exited", 1, text="again"), failed_at=10.0)) is None  # already failed
     assert state.take_failures() == "ranks 1, 2 failed; first rank 1: line 40 (r, then g: restart the group)"
     assert state.take_failures() is None
 
 
 def test_one_failure_is_named_alone() -> None:
     state = ConsoleState(lambda: 0.0)
-    state.rank_changed(snap(3, "failed", "boot timed out after 20 s"))
+    state.rank_changed(snap(3, "failed", Cause("boot_timeout", seconds=20)))
     assert state.take_failures() == "rank 3 failed: boot timed out after 20 s"
 
 
