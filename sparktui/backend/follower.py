@@ -18,7 +18,7 @@ from sparktui.core import timing
 from sparktui.core.checks import BootChecks, Check
 from sparktui.core.errors import sentence
 from sparktui.core.ranks import LAST_LINES, Cause, RankInfo
-from sparktui.core.runstore import Run, ts_epoch
+from sparktui.core.runstore import Run, last_restarts, ts_epoch
 
 RECONNECT_FIRST_S = 0.5
 RECONNECT_MAX_S = 5.0
@@ -144,9 +144,11 @@ class LogFollower:
             if ev.get("kind") == CHECK_ADDED and (ev.get("pattern"), str(ev.get("ranks"))) not in added:
                 with contextlib.suppress(ValueError, TypeError):
                     checks.add("must_show", ev["pattern"], ev["ranks"], added=True)
+        restarts = last_restarts(events)
         for info in board.ranks:
-            restarted, batch = await asyncio.to_thread(run.log(info.rank).since_restart)
-            if restarted:
+            restart = restarts.get(info.rank)
+            batch = await asyncio.to_thread(run.log(info.rank).since_restart, restart)
+            if restart is not None:
                 checks.reset(info.rank)
             info.last_lines.extend(text for _, text in batch[-LAST_LINES:])
             checks.feed(info.rank, batch)
@@ -165,8 +167,10 @@ class LogFollower:
         run = board.run
         if run is not None:
             run.event(CHECK_ADDED, pattern=pattern, ranks=ranks)  # a reattach adds it again
+            restarts = last_restarts(await asyncio.to_thread(run.events))
             for info in board.ranks:
-                lines = (await asyncio.to_thread(run.log(info.rank).since_restart))[1]
+                lines = await asyncio.to_thread(run.log(info.rank).since_restart,
+                                                restarts.get(info.rank))
                 if board.checks is not checks:
                     break  # a new run started meanwhile; its checks start over
                 checks.feed(info.rank, lines, only=check)

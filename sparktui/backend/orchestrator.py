@@ -259,11 +259,11 @@ class Orchestrator:
         return True
 
     def _restore_counts(self, run: Run) -> None:
+        """Each rank's restarts, counted from the run's events (never from its log lines)."""
         for ev in run.events():
-            if ev.get("kind") == "restart":
-                rank = int(ev.get("rank", -1))
-                if 0 <= rank < len(self.ranks):
-                    self.ranks[rank].restarts += 1
+            rank = ev.get("rank")
+            if ev.get("kind") == "restart" and isinstance(rank, int) and 0 <= rank < len(self.ranks):
+                self.ranks[rank].restarts += 1
 
     async def add_check(self, pattern: str, ranks: str | list[int]) -> tuple[Check, BootChecks]:
         """A must-show check added by the operator: evaluated on everything the run captured,
@@ -558,9 +558,11 @@ class Orchestrator:
         self.adoptions.forget([old for old in olds if old])  # the new ones carry our label
         for info, old in zip(infos, olds, strict=True):
             info.restarts += 1
-            run.event("restart", rank=info.rank, old=old, group=len(infos) > 1, how=how)
             self.follower.ingest(info, [(utc_now(), f"{MARKER}rank {info.rank} restarted {how} "
                                                     f"(container {(old or '-')[:12]} replaced) ---")])
+            # the marker's line number: a replay starts the rank's checks after it
+            run.event("restart", rank=info.rank, old=old, group=len(infos) > 1, how=how,
+                      line=run.log(info.rank).lines)
             self.checks.reset(info.rank)
             info.exit_code, info.health = None, None
         self.board.boot_started = time.monotonic()
