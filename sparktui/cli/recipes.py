@@ -12,14 +12,13 @@ from rich.console import Console
 
 from sparktui import __version__
 from sparktui.cli import render
-from sparktui.config import recipes_dirs, resolve_cluster, state_dir
+from sparktui.config import cluster_plan, recipes_dirs, resolve_cluster
 from sparktui.core.cluster import Cluster
-from sparktui.core.errors import ConfigError, SetupError
+from sparktui.core.errors import ConfigError
 from sparktui.core.lints import errors, lint
-from sparktui.core.plan import Plan, build_plan
+from sparktui.core.plan import Plan
 from sparktui.core.problems import Problem
 from sparktui.core.recipe import Recipe, find_recipe, json_schema, load_recipe
-from sparktui.core.secrets import plan_key
 
 out = Console(highlight=False, soft_wrap=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -37,17 +36,7 @@ def load_plan(args: argparse.Namespace) -> tuple[Recipe, Cluster, Plan, list[Pro
     recipe, cluster, found = _load(args, args.recipe)
     if errors(found):
         raise ConfigError(found)
-    return recipe, cluster, build_plan(recipe, cluster, secret_key(cluster)), found
-
-
-def secret_key(cluster: Cluster) -> bytes:
-    """The cluster's plan key from the state folder (made on first use), so the plan hash on a
-    container label covers secrets without revealing them."""
-    try:
-        return plan_key(state_dir(), cluster.name)
-    except OSError as exc:
-        raise SetupError(f"cannot use the plan key of cluster {cluster.name!r}: "
-                         f"{exc.strerror or exc}") from None
+    return recipe, cluster, cluster_plan(recipe, cluster), found
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

@@ -110,3 +110,24 @@ async def test_palette_offers_every_action(offline_app: Callable[..., SparkApp])
         if spec.palette:
             assert spec.command in names, spec.id
     assert "Recipe: demo-tp4" in names and "Theme: sparktui-light" in names
+
+
+async def test_a_plan_key_that_cannot_be_used_is_said_not_fatal(recipes_copy: Path) -> None:
+    """One rule with the CLI (``config.cluster_plan``): the key is an error naming it; the
+    console opens the recipe without its containers and says why, and p says it again."""
+    from sparktui.config import state_dir
+
+    key = state_dir() / "keys" / "sparks.key"
+    key.parent.mkdir(parents=True, mode=0o700)
+    key.write_bytes(b"short")
+    key.chmod(0o600)
+    app = _app(recipes_copy)
+    async with app.run_test(size=(100, 30)) as pilot:
+        main = app.main_screen
+        await wait_for(pilot, main.ready.is_set, 10, "recipes")
+        assert main.session is None
+        texts = " | ".join(ev.text for ev in main.state.notices)
+        assert "cannot use the plan key of cluster 'sparks'" in texts and "not a sparktui key" in texts
+        await pilot.press("p")
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, PlanScreen)
