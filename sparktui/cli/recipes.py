@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 from rich.console import Console
 
 from sparktui import __version__
 from sparktui.cli import render
-from sparktui.config import cluster_plan, recipes_dirs, resolve_cluster
+from sparktui.config import cluster_plan, config_dir, recipes_dirs, resolve_cluster
 from sparktui.core.cluster import Cluster
-from sparktui.core.errors import ConfigError
+from sparktui.core.errors import ConfigError, display_path
 from sparktui.core.lints import errors, lint
 from sparktui.core.plan import Plan
 from sparktui.core.problems import Problem
@@ -40,7 +41,7 @@ def load_plan(args: argparse.Namespace) -> tuple[Recipe, Cluster, Plan, list[Pro
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    status = 0
+    status = _validate_settings(quiet=bool(args.recipe))
     for arg in args.recipe:
         try:
             recipe, cluster, found = _load(args, arg)
@@ -62,6 +63,34 @@ def cmd_validate(args: argparse.Namespace) -> int:
                                    f" ({recipe.spec.required_nodes} of {len(cluster.nodes)} nodes)"
                                    f"{note}"), soft_wrap=True)
     return status
+
+
+def _validate_settings(quiet: bool) -> int:
+    """The console's ``config.toml`` and ``SPARKTUI_`` settings, checked as recipes are (each
+    problem at its file, line and key): 1 when one is wrong. Only when there is any (reading
+    them loads the console's package, Textual included)."""
+    path = config_dir() / "config.toml"
+    if not path.is_file() and not any(_is_setting(name) for name in os.environ):
+        if not quiet:
+            out.print(render.plain(f"no {path}: the console uses its defaults"), soft_wrap=True)
+        return 0
+    from sparktui.ui.settings import load_settings
+
+    found = load_settings().problems
+    if found:
+        err.print(render.problems(found))
+        err.print(render.plain(("✗", "red"), f" {display_path(path)}: {len(found)} error(s)"),
+                  soft_wrap=True)
+        return 1
+    if not quiet:
+        out.print(render.plain(("✓", "green"), f" {display_path(path)}: valid"), soft_wrap=True)
+    return 0
+
+
+def _is_setting(name: str) -> bool:
+    """A ``SPARKTUI_`` variable the console's settings read (``SPARKTUI_THEME``, or a table's
+    key after two underscores), not one of the others (``SPARKTUI_CLUSTER``)."""
+    return name == "SPARKTUI_THEME" or (name.startswith("SPARKTUI_") and "__" in name)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
