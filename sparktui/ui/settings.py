@@ -63,7 +63,8 @@ def _key(value: str) -> str:
 
 def _health_interval(value: str | int) -> str | int:
     if parse_duration(value) < HEALTH_BOOTING_S:
-        raise ValueError(f"interval must be at least {HEALTH_BOOTING_S:g}s")
+        raise ValueError(f"must be at least {HEALTH_BOOTING_S:g}s (a booting rank is probed "
+                         "this often)")
     return value
 
 

@@ -49,6 +49,13 @@ def status(cli: Cli, recipe: Path) -> list[dict[str, object]]:
     return ranks
 
 
+def checks_all_passed(ranks: list[dict[str, object]]) -> None:
+    for r in ranks:
+        checks = r["checks"]
+        assert isinstance(checks, dict)
+        assert checks["failed"] == 0 and checks["pending"] == 0, r
+
+
 def marker_lines(cli: Cli, recipe: Path, want: int) -> int:
     """Rank 0's lines holding the marker's text, once there are ``want`` of them (20 s at most)."""
     deadline = time.monotonic() + 20
@@ -66,17 +73,11 @@ def test_a_rank_printing_the_restart_marker_changes_no_count(cli: Cli, recipe: P
     assert marker_lines(cli, recipe, 1) == 1  # printed by the container, after its boot
     ranks = status(cli, recipe)
     assert [r["restarts"] for r in ranks] == [0, 0, 0, 0]
-    for r in ranks:
-        checks = r["checks"]
-        assert isinstance(checks, dict)
-        assert checks["failed"] == 0 and checks["pending"] == 0, r
+    checks_all_passed(ranks)
     restart = cli("restart", str(recipe), "--group", "--wait")
     assert restart.returncode == 0, restart.stderr
     # the fake, sparktui's own marker of the group restart, the new container's fake
     assert marker_lines(cli, recipe, 3) == 3
     ranks = status(cli, recipe)
     assert [r["restarts"] for r in ranks] == [1, 1, 1, 1]
-    for r in ranks:
-        checks = r["checks"]
-        assert isinstance(checks, dict)
-        assert checks["failed"] == 0 and checks["pending"] == 0, r
+    checks_all_passed(ranks)
