@@ -151,8 +151,11 @@ class RankSnapshot:
 
     @property
     def reason(self) -> str:
-        """Why it failed, short (a toast's words): the cause's, else just "failed"."""
-        return self.cause.reason if self.cause is not None else "failed"
+        """Why it failed, short (a toast's words): the cause's; a snapshot made without one (a
+        test's) has its whole detail, else just "failed"."""
+        if self.cause is not None:
+            return self.cause.reason
+        return self.detail or "failed"
 
 
 @dataclass

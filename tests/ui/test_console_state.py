@@ -75,3 +75,19 @@ def test_the_notice_log_is_bounded() -> None:
     for i in range(MAX_NOTICES + 5):
         state.note("info", str(i))
     assert len(state.notices) == MAX_NOTICES and state.notices[-1].text == str(MAX_NOTICES + 4)
+
+
+def test_the_toast_names_the_cause_not_a_cut_sentence() -> None:
+    """The reason is the cause's short form: a fatal line that holds a colon is not cut at it,
+    and a rank named first after the fact says so before its own reason."""
+    state = ConsoleState(lambda: 0.0)
+    state.rank_changed(snap(0, "failed", Cause("group_fell", rank=2, before=Cause(
+        "fatal_line", line_no=9, text="RuntimeError: NCCL timeout")), failed_at=11.0))
+    state.rank_changed(snap(2, "failed", Cause("removed_outside", text="x: y"), failed_at=10.0))
+    assert state.take_failures() == ("ranks 0, 2 failed; first rank 2: its container was removed "
+                                     "outside sparktui (r, then g: restart the group)")
+    state.rank_changed(snap(1, "failed", Cause("group_fell", rank=2, before=Cause(
+        "fatal_line", line_no=9, text="RuntimeError: NCCL timeout"))))
+    assert state.take_failures() == "rank 1 failed: rank 2 failed first; line 9"
+    state.rank_changed(RankSnapshot(3, "spark4", "failed", "made by hand: no cause"))
+    assert state.take_failures() == "rank 3 failed: made by hand: no cause"
