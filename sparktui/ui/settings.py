@@ -125,19 +125,26 @@ def state_path(folder: Path | None = None) -> Path:
 
 
 def binding_ids() -> list[str]:
-    """Every id ``[keys]`` may remap: the main screen's keys and those of its dialogs."""
-    from sparktui.ui.keys import ALL_KEYS
-    from sparktui.ui.screens.add_check_screen import AddCheckScreen
-    from sparktui.ui.screens.confirm_screen import ConfirmScreen
-    from sparktui.ui.screens.doctor_screen import DoctorScreen
-    from sparktui.ui.screens.help_screen import HelpScreen
-    from sparktui.ui.screens.plan_screen import PlanScreen
-    from sparktui.ui.screens.restart_screen import RestartScreen
+    """Every id ``[keys]`` may remap: those of the bindings of the app and of every screen and
+    widget of the console (found, so a new dialog's ids are known at once)."""
+    import importlib
+    import inspect
+    import pkgutil
 
-    ids = [k.id for k in ALL_KEYS]
-    for screen in (AddCheckScreen, ConfirmScreen, DoctorScreen, HelpScreen, PlanScreen,
-                   RestartScreen):
-        ids += [b.id for b in screen.BINDINGS if not isinstance(b, tuple) and b.id]
+    from textual.binding import Binding
+    from textual.dom import DOMNode
+
+    from sparktui.ui import screens, widgets
+
+    modules = ["sparktui.ui.app"]
+    for package in (screens, widgets):
+        modules += [f"{package.__name__}.{m.name}" for m in pkgutil.iter_modules(package.__path__)]
+    ids: list[str] = []
+    for name in modules:
+        module = importlib.import_module(name)
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, DOMNode) and cls.__module__ == name:
+                ids += [b.id for b in cls.BINDINGS if isinstance(b, Binding) and b.id]
     return list(dict.fromkeys(ids))
 
 
