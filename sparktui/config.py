@@ -11,6 +11,8 @@ from sparktui.core.errors import NO_HOME, SetupError, absolute_dir
 TYPE_CHECKING = False  # ``typing`` is not imported on the path of ``sparktui logs`` (2 ms)
 if TYPE_CHECKING:
     from sparktui.core.cluster import Cluster
+    from sparktui.core.plan import Plan
+    from sparktui.core.recipe import Recipe
 
 APP = "sparktui"
 
@@ -104,3 +106,22 @@ def resolve_cluster(explicit: Path | None, nodes_needed: int) -> Cluster:
     if path is None:
         return local_cluster(nodes_needed)
     return load_cluster(path)
+
+
+def cluster_plan(recipe: Recipe, cluster: Cluster, state_root: Path | None = None) -> Plan:
+    """``recipe``'s plan on ``cluster``, its hash keyed by the cluster's plan key in the state
+    folder (``state_root``, default ``state_dir()``; made on first use), so the hash on a
+    container's label covers secrets without revealing them. The one place the CLI and the
+    console build a plan, with one rule: a key that cannot be used (a state folder that
+    refuses it, a key file that is no key) is a ``SetupError`` naming it, for both. A plan
+    hashed without the key would show what the other one started as changed."""
+    from sparktui.core.plan import build_plan
+    from sparktui.core.secrets import plan_key
+
+    root = state_root if state_root is not None else state_dir()
+    try:
+        key = plan_key(root, cluster.name)
+    except OSError as exc:
+        raise SetupError(f"cannot use the plan key of cluster {cluster.name!r}: "
+                         f"{exc.strerror or exc}") from None
+    return build_plan(recipe, cluster, key)

@@ -17,7 +17,16 @@ from sparktui.core.checks import BootChecks, CheckUpdate
 from sparktui.core.cluster import Node
 from sparktui.core.engines import engine
 from sparktui.core.plan import Plan
-from sparktui.core.ranks import PROBED, RankInfo, RankState, all_ready, all_settled, ready_now
+from sparktui.core.ranks import (
+    BOOTING,
+    RUNNING,
+    Cause,
+    RankInfo,
+    RankState,
+    all_ready,
+    all_settled,
+    ready_now,
+)
 from sparktui.core.runstore import Run, ts_epoch
 from sparktui.core.timing import mark
 
@@ -91,39 +100,42 @@ class Board:
             self.emit(ChecksChanged(updates, self.checks.snapshot()))
 
     # -- state -----------------------------------------------------------------------------
-    def set_state(self, info: RankInfo, state: RankState, detail: str = "",
+    def set_state(self, info: RankInfo, state: RankState, cause: Cause | None = None,
                   when: float | None = None) -> None:
-        """``when``: the epoch second the failure happened on the node (log line or exit)."""
-        detail = self.redactor.text(detail)
-        if not info.move(state, detail, when):
+        """``cause``: why (a code; its sentence is the rank's detail). ``when``: the epoch
+        second the failure happened on the node (log line or exit)."""
+        if cause is not None:
+            cause = cause.masked(self.redactor.text)
+        if not info.move(state, cause, when):
             return
         mark(f"rank {info.rank}: {state}")
         if self.ending is not None and state != "ready":  # not every rank ready any more
             self.ending.cancel()
             self.ending = None
-        if state not in PROBED:
+        if state not in RUNNING:
             info.health = None  # the engine is gone (or not there yet): no code to show
         if self.run is not None:
-            self.run.event("rank", rank=info.rank, state=state, detail=detail,
+            self.run.event("rank", rank=info.rank, state=state, detail=info.detail,
+                           cause=cause.code if cause is not None else None,
                            exit_code=info.exit_code, container_id=info.container_id)
         self.announce(info)
         if state in ("failed", "restarting") and self.formed:
-            self.group_lost(info, "failed first" if state == "failed" else "was restarted alone")
+            self.group_lost(info, "group_fell" if state == "failed" else "peer_restarted")
         if state == "failed" or all_settled(self.ranks):
             self.changed.set()
 
-    def group_lost(self, cause: RankInfo, why: str) -> None:
+    def group_lost(self, cause: RankInfo, why: Literal["group_fell", "peer_restarted"]) -> None:
         """A TP group that had formed does not survive losing a rank: the others are failed
         because of it (real SGLang and vLLM groups fall over; the first to go is named)."""
         self.formed = False
         self.fell_with = {}
         for info in self.ranks:
-            if info is not cause and info.state in ("booting", "ready"):
+            if info is not cause and info.state in RUNNING:
                 self.fell_with[info.rank] = cause.rank
                 after = cause.failed_at + 0.001 if cause.failed_at is not None else None
-                self.set_state(info, "failed", f"rank {cause.rank} {why}", after)
+                self.set_state(info, "failed", Cause(why, rank=cause.rank), after)
 
-    def failed_on_its_own(self, info: RankInfo, detail: str, when: float | None) -> None:
+    def failed_on_its_own(self, info: RankInfo, why: Cause, when: float | None) -> None:
         """A rank the group's fall had already failed reports its own end (its container
         exited). Ranks fall within moments of each other and are noticed in any order: this
         one failed first when it ended before the rank named first, or within a moment of it
@@ -139,20 +151,21 @@ class Board:
             self.announce(info)  # its exit code is news; why it failed is not
             return
         del self.fell_with[info.rank]
-        info.detail, info.failed_at = detail, min(when, first.failed_at - 0.001)
+        info.cause = why.masked(self.redactor.text)
+        info.failed_at = min(when, first.failed_at - 0.001)
         self.fell_with[first.rank] = info.rank
-        first.detail = f"rank {info.rank} failed first; {first.detail}"
+        first.cause = Cause("group_fell", rank=info.rank, before=first.cause)
         for rank in self.fell_with:
             self.fell_with[rank] = info.rank
             if rank != first.rank:
-                self.ranks[rank].detail = f"rank {info.rank} failed first"
+                self.ranks[rank].cause = Cause("group_fell", rank=info.rank)
         for changed in self.ranks:
             self.announce(changed)
 
     def set_health(self, info: RankInfo, code: int | None) -> None:
         """A probe's answer; none counts for a rank that failed, stopped or lost its container
         meanwhile (the probe was under way when it did)."""
-        if info.state not in PROBED or info.removed:
+        if info.state not in RUNNING or info.removed:
             code = None
         elif self.plan.ranks[info.rank].serves_http:
             info.probed = True  # asked: from now on None means nothing answers, not "not asked"
@@ -165,9 +178,10 @@ class Board:
         """After the rank's checks changed: a fatal line fails a booting rank; the ready line
         may make it ready."""
         fatal = self.checks.fatal(info.rank)
-        if fatal is not None and info.state in ("booting", "creating"):
+        if fatal is not None and info.state in BOOTING:
             when = ts_epoch((stamps or {}).get(fatal.line_no))
-            self.set_state(info, "failed", f"line {fatal.line_no}: {fatal.text}", when)
+            self.set_state(info, "failed", Cause("fatal_line", line_no=fatal.line_no,
+                                                 text=fatal.text), when)
             return
         self.maybe_ready(info)
         if self.ending is not None and not self._checks_waiting():

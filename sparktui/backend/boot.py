@@ -7,7 +7,7 @@ import asyncio
 import time
 
 from sparktui.backend.board import Board
-from sparktui.core.ranks import BOOTING, all_ready, all_settled
+from sparktui.core.ranks import BOOTING, Cause, all_ready, all_settled
 
 TICK_S = 0.5
 
@@ -28,7 +28,7 @@ class BootWatch:
             if time.monotonic() - board.boot_started > budget:
                 for info in board.ranks:
                     if info.state in BOOTING:
-                        board.set_state(info, "failed", f"boot timed out after {budget:g} s")
+                        board.set_state(info, "failed", Cause("boot_timeout", seconds=budget))
                         board.end_boot(info)
                 board.changed.set()
                 return

@@ -18,8 +18,8 @@ from sparktui.backend.runtime import Containers, ContainerState, RuntimeLost
 from sparktui.core import timing
 from sparktui.core.checks import BootChecks, Check
 from sparktui.core.errors import sentence
-from sparktui.core.ranks import LAST_LINES, RankInfo
-from sparktui.core.runstore import Run, ts_epoch
+from sparktui.core.ranks import LAST_LINES, Cause, RankInfo
+from sparktui.core.runstore import Run, last_restarts, ts_epoch
 
 RECONNECT_FIRST_S = 0.5
 RECONNECT_MAX_S = 5.0
@@ -147,9 +147,11 @@ class LogFollower:
             if ev.get("kind") == CHECK_ADDED and (ev.get("pattern"), str(ev.get("ranks"))) not in added:
                 with contextlib.suppress(ValueError, TypeError):
                     checks.add("must_show", ev["pattern"], ev["ranks"], added=True)
+        restarts = last_restarts(events)
         for info in board.ranks:
-            restarted, batch = await asyncio.to_thread(run.log(info.rank).since_restart)
-            if restarted:
+            restart = restarts.get(info.rank)
+            batch = await asyncio.to_thread(run.log(info.rank).since_restart, restart)
+            if restart is not None:
                 checks.reset(info.rank)
             info.last_lines.extend(text for _, text in batch[-LAST_LINES:])
             checks.feed(info.rank, batch)
@@ -168,8 +170,10 @@ class LogFollower:
         run = board.run
         if run is not None:
             run.event(CHECK_ADDED, pattern=pattern, ranks=ranks)  # a reattach adds it again
+            restarts = last_restarts(await asyncio.to_thread(run.events))
             for info in board.ranks:
-                lines = (await asyncio.to_thread(run.log(info.rank).since_restart))[1]
+                lines = await asyncio.to_thread(run.log(info.rank).since_restart,
+                                                restarts.get(info.rank))
                 if board.checks is not checks:
                     break  # a new run started meanwhile; its checks start over
                 checks.feed(info.rank, lines, only=check)
@@ -183,22 +187,22 @@ class LogFollower:
         info.exit_code, info.ended = st.exit_code, True
         if info.stopping:  # by down: once removed its code is gone, and "removed by down" says it
             if st.exit_code is not None:
-                self.board.set_state(info, "stopped", f"exit code {st.exit_code}")
+                self.board.set_state(info, "stopped", Cause("stopped_exit", st.exit_code))
             return
         # a line may be a 32 KiB piece of a longer one: the detail is a sentence, not a dump
         tail = " | ".join(line[:TAIL_CHARS] for line in list(info.last_lines)[-3:])
         if st.exit_code is not None:
-            how = f"exited with code {st.exit_code}"
+            cause = Cause("exited", st.exit_code, text=tail)
         elif st.status == "missing":
-            how = "its container was removed outside sparktui"
+            cause = Cause("removed_outside", text=tail)
         else:
-            how = "exited (no exit code)"
-        detail, when = f"{how}: {tail}", ts_epoch(st.finished_at)
+            cause = Cause("no_exit_code", text=tail)
+        when = ts_epoch(st.finished_at)
         if info.state == "failed":  # failed already (its group fell, or a fatal line)
-            self.board.failed_on_its_own(info, detail, when)
+            self.board.failed_on_its_own(info, cause, when)
             self.board.end_boot(info)  # its container is gone: so is its boot
             return
-        self.board.set_state(info, "failed", detail, when)
+        self.board.set_state(info, "failed", cause, when)
         self.board.end_boot(info)
 
     async def catch_up(self) -> None:

@@ -28,7 +28,7 @@ from sparktui.backend.board import Board
 from sparktui.backend.http import Opener, request
 from sparktui.core.cluster import HEALTH_BOOTING_S, HEALTH_INTERVAL_S
 from sparktui.core.engines import engine
-from sparktui.core.ranks import PROBED, RankInfo
+from sparktui.core.ranks import RUNNING, RankInfo
 from sparktui.core.timing import mark
 
 TIMEOUT_S = 2.0
@@ -52,7 +52,7 @@ class HealthProber:
 
     def probed(self, info: RankInfo) -> bool:
         """Whether the rank has an engine that may answer: running, and opening a port."""
-        return (info.state in PROBED and not info.removed
+        return (info.state in RUNNING and not info.removed
                 and self.board.plan.ranks[info.rank].serves_http and info.node.name in self.openers)
 
     async def probe(self, info: RankInfo) -> int | None:

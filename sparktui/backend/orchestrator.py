@@ -56,7 +56,7 @@ from sparktui.core.names import UnsafeName, is_safe
 from sparktui.core.ownership import Adoptions, default_owner, owner_name, owner_of
 from sparktui.core.plan import LABEL_CLUSTER, LABEL_PLAN, LABEL_RANK, LABEL_RECIPE, Plan, RankPlan
 from sparktui.core.ports import BusyPort, PortsInUse
-from sparktui.core.ranks import RankInfo, first_failures
+from sparktui.core.ranks import RUNNING, Cause, CauseCode, RankInfo, first_failures
 from sparktui.core.recipe import Recipe
 from sparktui.core.runstore import MARKER, Run, RunStore, ts_epoch, utc_now
 from sparktui.core.telemetry import DEFAULT_INTERVAL, LOW_MEMORY
@@ -141,6 +141,7 @@ class Orchestrator:
             "rank": i.rank, "node": i.node.name, "state": i.state,
             "container_id": i.container_id, "exit_code": i.exit_code, "restarts": i.restarts,
             "checks": self.checks.rank_summary(i.rank), "health": i.health, "detail": i.detail,
+            "cause": i.cause.code if i.cause is not None else None,
         } for i in self.ranks]
 
     def _start_run(self, run: Run, fresh: bool) -> None:
@@ -199,7 +200,7 @@ class Orchestrator:
         self.held = []
         for info, res in zip(self.ranks, states, strict=True):
             if isinstance(res, BaseException):
-                info.detail = str(res)
+                info.cause = Cause("unreachable", text=str(res))
                 self.board.notice("error", f"rank {info.rank} ({info.node.name}): {res}")
                 continue
             st, others = res
@@ -213,7 +214,7 @@ class Orchestrator:
             self.held += held
             if st is None:
                 if held and info.state == "pending":
-                    info.detail = held_detail(held[0])
+                    info.cause = Cause("held", text=held_detail(held[0]))
                     self.board.announce(info)
                 continue
             found = True
@@ -260,11 +261,11 @@ class Orchestrator:
         return True
 
     def _restore_counts(self, run: Run) -> None:
+        """Each rank's restarts, counted from the run's events (never from its log lines)."""
         for ev in run.events():
-            if ev.get("kind") == "restart":
-                rank = int(ev.get("rank", -1))
-                if 0 <= rank < len(self.ranks):
-                    self.ranks[rank].restarts += 1
+            rank = ev.get("rank")
+            if ev.get("kind") == "restart" and isinstance(rank, int) and 0 <= rank < len(self.ranks):
+                self.ranks[rank].restarts += 1
 
     async def add_check(self, pattern: str, ranks: str | list[int]) -> tuple[Check, BootChecks]:
         """A must-show check added by the operator: evaluated on everything the run captured,
@@ -391,7 +392,7 @@ class Orchestrator:
         blocking = [h for h in self.held if not self.ranks[h.rank].has_container]
         if blocking:
             raise HeldElsewhere(self.recipe.slug, self.cluster.name, self.owner, blocking)
-        if attached and any(r.state in ("booting", "ready") for r in self.ranks):
+        if attached and any(r.state in RUNNING for r in self.ranks):
             self.board.notice("info", "ranks are already running: reattached, nothing relaunched")
             self.start_following()
             return
@@ -427,7 +428,7 @@ class Orchestrator:
                 for info in self.ranks:
                     reason = next((r.error for r in failed if r.node == info.node.name),
                                   "staging failed on another node")
-                    self.board.set_state(info, "failed", f"staging: {reason}")
+                    self.board.set_state(info, "failed", Cause("staging", text=reason))
                 for r in failed:
                     self.board.notice("error", r.error or f"{r.node}: staging failed")
                 return
@@ -458,10 +459,11 @@ class Orchestrator:
                                             self.plan.ranks[info.rank].container, {LABEL_RUN: run.id})
         except Exception as exc:
             why = sentence(exc)
+            code: CauseCode = "could_not_start"
             if isinstance(exc, ImageMissing):
-                why = f"{why}; run sparktui image sync {self.recipe.slug}"
+                why, code = f"{why}; run sparktui image sync {self.recipe.slug}", "image_missing"
             info.exit_code, info.ended = None, True
-            self.board.set_state(info, "failed", f"could not start: {why}")
+            self.board.set_state(info, "failed", Cause(code, text=why))
             self.board.notice("error", f"rank {info.rank} ({info.node.name}): could not start: {why}")
             return
         info.container_id = st.id
@@ -580,9 +582,11 @@ class Orchestrator:
         self.adoptions.forget([old for old in olds if old])  # the new ones carry our label
         for info, old in zip(infos, olds, strict=True):
             info.restarts += 1
-            run.event("restart", rank=info.rank, old=old, group=len(infos) > 1, how=how)
             self.follower.ingest(info, [(utc_now(), f"{MARKER}rank {info.rank} restarted {how} "
                                                     f"(container {(old or '-')[:12]} replaced) ---")])
+            # the marker's line number: a replay starts the rank's checks after it
+            run.event("restart", rank=info.rank, old=old, group=len(infos) > 1, how=how,
+                      line=run.log(info.rank).lines)
             self.checks.reset(info.rank)
             info.exit_code, info.health = None, None
         self.board.boot_started = time.monotonic()
@@ -618,7 +622,7 @@ class Orchestrator:
                 return
             info.removed = True
             self.adoptions.forget([info.container_id])
-            self.board.set_state(info, "stopped", "removed by down")
+            self.board.set_state(info, "stopped", Cause("removed_by_down"))
         await asyncio.gather(*(one(i) for i in self.ranks))
         if self.run is not None:  # ``kept``: ranks whose container is still there (an error)
             self.run.event("down", kept=[i.rank for i in self.ranks if i.has_container])

@@ -164,9 +164,9 @@ def _overview(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=Verb("recipes", "cmd_overview"))
 
 
-@verb("validate", "check recipes (exit 1 on errors; warnings printed)")
+@verb("validate", "check recipes and the console's config.toml (exit 1 on errors; warnings printed)")
 def _validate(p: argparse.ArgumentParser) -> None:
-    _common(p, "+")
+    _common(p, "*")
     p.set_defaults(func=Verb("recipes", "cmd_validate"))
 
 

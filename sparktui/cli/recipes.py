@@ -7,19 +7,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 from rich.console import Console
 
 from sparktui import __version__
 from sparktui.cli import render
-from sparktui.config import recipes_dirs, resolve_cluster, state_dir
+from sparktui.config import cluster_plan, config_dir, recipes_dirs, resolve_cluster
 from sparktui.core.cluster import Cluster
-from sparktui.core.errors import ConfigError, SetupError
+from sparktui.core.errors import ConfigError, display_path
 from sparktui.core.lints import errors, lint
-from sparktui.core.plan import Plan, build_plan
+from sparktui.core.plan import Plan
 from sparktui.core.problems import Problem
 from sparktui.core.recipe import Recipe, find_recipe, json_schema, load_recipe
-from sparktui.core.secrets import plan_key
 
 out = Console(highlight=False, soft_wrap=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -37,21 +37,11 @@ def load_plan(args: argparse.Namespace) -> tuple[Recipe, Cluster, Plan, list[Pro
     recipe, cluster, found = _load(args, args.recipe)
     if errors(found):
         raise ConfigError(found)
-    return recipe, cluster, build_plan(recipe, cluster, secret_key(cluster)), found
-
-
-def secret_key(cluster: Cluster) -> bytes:
-    """The cluster's plan key from the state folder (made on first use), so the plan hash on a
-    container label covers secrets without revealing them."""
-    try:
-        return plan_key(state_dir(), cluster.name)
-    except OSError as exc:
-        raise SetupError(f"cannot use the plan key of cluster {cluster.name!r}: "
-                         f"{exc.strerror or exc}") from None
+    return recipe, cluster, cluster_plan(recipe, cluster), found
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    status = 0
+    status = _validate_settings(quiet=bool(args.recipe))
     for arg in args.recipe:
         try:
             recipe, cluster, found = _load(args, arg)
@@ -73,6 +63,34 @@ def cmd_validate(args: argparse.Namespace) -> int:
                                    f" ({recipe.spec.required_nodes} of {len(cluster.nodes)} nodes)"
                                    f"{note}"), soft_wrap=True)
     return status
+
+
+def _validate_settings(quiet: bool) -> int:
+    """The console's ``config.toml`` and ``SPARKTUI_`` settings, checked as recipes are (each
+    problem at its file, line and key): 1 when one is wrong. Only when there is any (reading
+    them loads the console's package, Textual included)."""
+    path = config_dir() / "config.toml"
+    if not path.is_file() and not any(_is_setting(name) for name in os.environ):
+        if not quiet:
+            out.print(render.plain(f"no {path}: the console uses its defaults"), soft_wrap=True)
+        return 0
+    from sparktui.ui.settings import load_settings
+
+    found = load_settings().problems
+    if found:
+        err.print(render.problems(found))
+        err.print(render.plain(("✗", "red"), f" {display_path(path)}: {len(found)} error(s)"),
+                  soft_wrap=True)
+        return 1
+    if not quiet:
+        out.print(render.plain(("✓", "green"), f" {display_path(path)}: valid"), soft_wrap=True)
+    return 0
+
+
+def _is_setting(name: str) -> bool:
+    """A ``SPARKTUI_`` variable the console's settings read (``SPARKTUI_THEME``, or a table's
+    key after two underscores), not one of the others (``SPARKTUI_CLUSTER``)."""
+    return name == "SPARKTUI_THEME" or (name.startswith("SPARKTUI_") and "__" in name)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ the cursor or recolouring the terminal.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -21,6 +21,7 @@ from rich.text import Text
 from sparktui.core.controls import visible
 from sparktui.core.kinds import kind_of
 from sparktui.core.problems import Problem
+from sparktui.core.rankstate import RankState, assert_never, by_state
 from sparktui.core.units import format_bytes, format_duration
 
 if TYPE_CHECKING:  # imported only by the verbs that need them (see sparktui.cli)
@@ -32,8 +33,27 @@ if TYPE_CHECKING:  # imported only by the verbs that need them (see sparktui.cli
     from sparktui.core.checks import BootChecks, Check
     from sparktui.core.plan import Plan, RankPlan
 
-STATE_STYLE = {"ready": "green", "failed": "bold red", "booting": "yellow", "creating": "yellow",
-               "stopped": "dim", "restarting": "magenta", "pending": "dim", "staging": "cyan"}
+
+def _state_style(state: RankState) -> str:
+    match state:
+        case "ready":
+            return "green"
+        case "failed":
+            return "bold red"
+        case "booting" | "creating":
+            return "yellow"
+        case "stopped" | "pending":
+            return "dim"
+        case "restarting":
+            return "magenta"
+        case "staging":
+            return "cyan"
+        case _:
+            assert_never(state)
+
+
+STATE_STYLE: dict[RankState, str] = by_state(_state_style)
+"""A rank state's colour in ``status`` and ``up``'s progress lines."""
 VERDICT_MARK = {"passed": ("✓", "green"), "warned": ("!", "yellow"), "failed": ("✗", "red")}
 
 
@@ -214,7 +234,7 @@ def status_view(title: str, rows: Sequence[dict[str, object]]) -> Group:
         failed = f" ✗{checks['failed']}" if checks["failed"] else ""
         state = str(r["state"])
         table.add_row(plain(r["rank"]), plain(r["node"]),
-                      plain((state, STATE_STYLE.get(state, ""))),
+                      plain((state, STATE_STYLE.get(cast("RankState", state), ""))),
                       plain(str(r["container_id"] or "-")[:12]),
                       plain("" if r["exit_code"] is None else r["exit_code"]),  # 0: a clean exit
                       plain(f"{checks['passed']}/{total}{failed}"), plain(r["health"] or "-"),

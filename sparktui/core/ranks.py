@@ -1,51 +1,131 @@
 """Rank state: one place that knows what a rank's state may become, when it is ready, which
-failure came first and whether it still has a container.
+failure came first, why (a ``Cause``: a code, the sentence derived from it) and whether it still
+has a container.
 
 The Orchestrator, the CLI and the console all ask this module; nobody matches display text.
 Pure and synchronous: the backend records and announces what a transition returns.
+The states and their moves are ``core.rankstate``'s (re-exported here).
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from typing import Literal, TypeVar
 
 from sparktui.core.cluster import Node
 from sparktui.core.engines import Engine, ReadyFacts
+from sparktui.core.rankstate import (
+    BOOTING,
+    LAUNCHING,
+    RUNNING,
+    SETTLED,
+    STATES,
+    TRANSITIONS,
+    RankState,
+    assert_never,
+    by_state,
+)
 
-RankState = Literal["pending", "staging", "creating", "booting", "ready", "failed", "stopped",
-                    "restarting"]
 LAST_LINES = 20
 
-SETTLED: frozenset[RankState] = frozenset({"ready", "failed", "stopped"})
-"""States a boot ends in: waiting for the group stops once every rank is in one."""
+CauseCode = Literal["boot_timeout", "fatal_line", "exited", "no_exit_code", "not_running",
+                    "removed_outside", "group_fell", "peer_restarted", "could_not_start",
+                    "image_missing", "staging", "stopped_exit", "removed_by_down", "held",
+                    "unreachable"]
+"""Why a rank is in its state, as a code: what the board sets and the console and CLI read.
+The sentence shown (``Cause.sentence``) and its short form (``Cause.reason``) derive from it."""
 
-BOOTING: frozenset[RankState] = frozenset({"creating", "booting"})
-"""States in which a fatal line or the boot budget fails the rank."""
 
-PROBED: frozenset[RankState] = frozenset({"booting", "ready"})
-"""States in which a rank's engine runs and may answer its health probe. In any other state
-(failed, stopped, restarting, not launched yet) a rank shows no health code: an old one would
-claim an engine that is gone."""
+@dataclass(frozen=True)
+class Cause:
+    """Why a rank failed, stopped or waits, with what the sentence needs: the exit code, the
+    rank that fell first, the fatal line, the budget spent, the text the node gave (an error,
+    the last lines), and for a rank named first after the fact, the cause it had before."""
 
-# From a settled state a new launch starts over: staging (when the recipe stages data) or creating.
-_RELAUNCH: frozenset[RankState] = frozenset({"staging", "creating", "restarting"})
+    code: CauseCode
+    exit_code: int | None = None
+    rank: int | None = None  # the rank the group fell with (or that was restarted alone)
+    line_no: int | None = None
+    seconds: float | None = None
+    text: str | None = None  # the node's words: an error, a fatal line, the last lines
+    before: Cause | None = None  # group_fell: the cause this rank had before it was named first
 
-TRANSITIONS: dict[RankState, frozenset[RankState]] = {
-    "pending": frozenset({"staging", "creating", "failed", "stopped", "restarting"}),
-    "staging": frozenset({"creating", "failed", "stopped"}),
-    "creating": frozenset({"booting", "failed", "stopped"}),
-    "booting": frozenset({"ready", "failed", "stopped", "restarting"}),
-    "ready": frozenset({"failed", "stopped", "restarting"}),
-    "failed": _RELAUNCH | {"stopped"},
-    "stopped": _RELAUNCH,
-    "restarting": frozenset({"creating", "failed", "stopped"}),
-}
-"""Every move a rank may make. What a container is found doing on attach is not a move but an
-observation (``RankInfo.observe``): the container is the truth, whatever we believed."""
+    @property
+    def reason(self) -> str:
+        """The short form a toast names (``sentence`` up to its first colon)."""
+        match self.code:
+            case "boot_timeout":
+                return f"boot timed out after {self.seconds or 0:g} s"
+            case "fatal_line":
+                return f"line {self.line_no}"
+            case "exited":
+                return f"exited with code {self.exit_code}"
+            case "no_exit_code":
+                return "exited (no exit code)"
+            case "not_running":
+                return "not running (no exit code)"
+            case "removed_outside":
+                return "its container was removed outside sparktui"
+            case "group_fell":
+                head = f"rank {self.rank} failed first"
+                return f"{head}; {self.before.reason}" if self.before is not None else head
+            case "peer_restarted":
+                return f"rank {self.rank} was restarted alone"
+            case "could_not_start" | "image_missing":
+                return "could not start"
+            case "staging":
+                return "staging"
+            case "stopped_exit":
+                return f"exit code {self.exit_code}"
+            case "removed_by_down":
+                return "removed by down"
+            case "held" | "unreachable":
+                return self.text or ""
+            case _:
+                assert_never(self.code)
+
+    @property
+    def sentence(self) -> str:
+        """The rank's detail, as the console's detail line and ``sparktui status`` show it."""
+        match self.code:
+            case "group_fell":
+                head = f"rank {self.rank} failed first"
+                return f"{head}; {self.before.sentence}" if self.before is not None else head
+            case "held" | "unreachable":
+                return self.text or ""
+            case _:
+                return self.reason if self.text is None else f"{self.reason}: {self.text}"
+
+    def masked(self, mask: Callable[[str], str]) -> Cause:
+        """The cause with ``mask`` applied to the node's words (a secret an engine printed)."""
+        before = self.before.masked(mask) if self.before is not None else None
+        return replace(self, text=mask(self.text) if self.text is not None else None, before=before)
+
+
+__all__ = [
+    "BOOTING",
+    "LAST_LINES",
+    "LAUNCHING",
+    "RUNNING",
+    "SETTLED",
+    "STATES",
+    "TRANSITIONS",
+    "Cause",
+    "CauseCode",
+    "IllegalTransition",
+    "RankInfo",
+    "RankSnapshot",
+    "RankState",
+    "all_ready",
+    "all_settled",
+    "assert_never",
+    "by_state",
+    "first_failures",
+    "ready_now",
+]
 
 
 class IllegalTransition(ValueError):
@@ -59,7 +139,7 @@ class RankSnapshot:
     rank: int
     node: str
     state: RankState
-    detail: str = ""
+    detail: str = ""  # ``cause.sentence``
     container_id: str | None = None
     exit_code: int | None = None
     restarts: int = 0
@@ -67,6 +147,15 @@ class RankSnapshot:
     started: float | None = None  # time.monotonic() at the container's start
     has_container: bool = False
     failed_at: float | None = None  # epoch of the failure on the node
+    cause: Cause | None = None
+
+    @property
+    def reason(self) -> str:
+        """Why it failed, short (a toast's words): the cause's; a snapshot made without one (a
+        test's) has its whole detail, else just "failed"."""
+        if self.cause is not None:
+            return self.cause.reason
+        return self.detail or "failed"
 
 
 @dataclass
@@ -80,7 +169,7 @@ class RankInfo:
     exit_code: int | None = None
     restarts: int = 0
     health: int | None = None
-    detail: str = ""
+    cause: Cause | None = None
     started: float | None = None
     last_lines: deque[str] = field(default_factory=lambda: deque(maxlen=LAST_LINES))
     stopping: bool = False  # our own stop: an exit is "stopped", not "failed"
@@ -88,6 +177,11 @@ class RankInfo:
     failed_at: float | None = None  # epoch; the first rank to fail is usually the cause
     probed: bool = False  # its HTTP was asked since this launch: health None = nothing answers
     ended: bool = False  # its process's end was seen (exit, container gone, never started)
+
+    @property
+    def detail(self) -> str:
+        """Why the rank is in its state, as a sentence (derived from ``cause``)."""
+        return self.cause.sentence if self.cause is not None else ""
 
     @property
     def settled(self) -> bool:
@@ -98,19 +192,19 @@ class RankInfo:
         """Whether a container (running or exited) exists that down has not removed."""
         return self.container_id is not None and not self.removed
 
-    def move(self, state: RankState, detail: str = "", when: float | None = None) -> bool:
+    def move(self, state: RankState, cause: Cause | None = None, when: float | None = None) -> bool:
         """Change state; False when nothing changed. ``when``: the epoch second a failure
         happened on the node (its log line or exit), for first-failure ordering."""
-        if self.state == state and self.detail == detail:
+        if self.state == state and self.cause == cause:
             return False
         if state != self.state and state not in TRANSITIONS[self.state]:
             raise IllegalTransition(f"rank {self.rank}: {self.state} -> {state}")
-        self.state, self.detail = state, detail
+        self.state, self.cause = state, cause
         if state == "failed" and self.failed_at is None:
             self.failed_at = when if when is not None else time.time()
         elif state in BOOTING:
             self.failed_at = None
-        if state in ("creating", "restarting"):
+        if state in LAUNCHING:
             self.removed = self.probed = self.ended = False
         return True
 
@@ -120,11 +214,11 @@ class RankInfo:
         self.container_id, self.removed, self.probed = container_id, False, False
         self.ended = not running
         if running:
-            self.state, self.detail = "booting", ""
+            self.state, self.cause = "booting", None
             return
         self.exit_code = exit_code
         self.state = "failed" if exit_code not in (0, None) else "stopped"
-        self.detail = "not running (no exit code)" if exit_code is None else f"exited with code {exit_code}"
+        self.cause = Cause("not_running") if exit_code is None else Cause("exited", exit_code)
 
     def new_launch(self) -> None:
         """A new run: what the last one left (exit code, health, container, lines, restarts: a
@@ -137,7 +231,7 @@ class RankInfo:
     def snapshot(self) -> RankSnapshot:
         return RankSnapshot(self.rank, self.node.name, self.state, self.detail, self.container_id,
                             self.exit_code, self.restarts, self.health, self.started,
-                            self.has_container, self.failed_at)
+                            self.has_container, self.failed_at, self.cause)
 
 
 def ready_now(info: RankInfo, engine: Engine, *, line_seen: bool, head_line_seen: bool,

@@ -28,6 +28,7 @@ from sparktui.core.redact import Redactor
 
 TYPE_CHECKING = False  # ``typing`` is not imported on the path of ``sparktui logs`` (2 ms)
 if TYPE_CHECKING:  # nor are the plan's models (pydantic) needed to read a run's files
+    from collections.abc import Iterable
     from typing import IO, Any
 
     from sparktui.core.plan import Plan
@@ -117,22 +118,47 @@ class RankLog:
                 ts, _, text = raw.rstrip("\n").partition("\t")
                 yield no, ts, text
 
-    def since_restart(self) -> tuple[bool, list[tuple[int, str]]]:
-        """``(restarted, [(line_no, text), ...])``: the lines after the last restart marker (all
-        of them if there is none); what the rank's boot checks are about."""
-        restarted = False
+    def since_restart(self, restart: dict[str, Any] | None) -> list[tuple[int, str]]:
+        """``[(line_no, text), ...]`` after the rank's last restart (``last_restarts``; all of
+        them when it never restarted): what the rank's boot checks are about. The restart's
+        event says where its marker line is; a line's text never does (a container may print
+        anything, sparktui's marker included)."""
+        after = restart_line(restart) if restart is not None else 0
+        stamp = ts_epoch(restart.get("ts")) if restart is not None and after is None else None
         batch: list[tuple[int, str]] = []
-        for no, _ts, text in self.read():
-            if text.startswith(MARKER) and "restarted" in text:
-                restarted, batch = True, []
+        for no, ts, text in self.read():
+            if after is None:  # a run from before the event recorded its line: by time
+                when = ts_epoch(ts)
+                if stamp is None or when is None or when < stamp:
+                    continue
+                after = no  # the first line written after the restart: its marker
                 continue
-            batch.append((no, text))
-        return restarted, batch
+            if no > after:
+                batch.append((no, text))
+        return batch
 
     @property
     def lines(self) -> int:
         self._ensure_count()
         return self.count
+
+
+def last_restarts(events: Iterable[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Each rank's last ``restart`` event in the run: restarts are counted from the events,
+    never from the log lines (which a container writes)."""
+    found: dict[int, dict[str, Any]] = {}
+    for ev in events:
+        rank = ev.get("rank")
+        if ev.get("kind") == "restart" and isinstance(rank, int):
+            found[rank] = ev
+    return found
+
+
+def restart_line(event: dict[str, Any]) -> int | None:
+    """The number of the marker line a restart event wrote in its rank's log; None for a run
+    from before the event said."""
+    line = event.get("line")
+    return line if isinstance(line, int) and not isinstance(line, bool) else None
 
 
 Cursor = dict[str, "Any"]  # {"container_id": str, "cursor": str | None, "lines": int, "bytes": int}

@@ -56,7 +56,7 @@ class SparkApp(App[None]):
         self._theme_ready = True
         if self.keymap:
             self.set_keymap(self.keymap)
-        for problem in [*self.settings.problems, *self.loaded_themes.problems]:
+        for problem in [*map(str, self.settings.problems), *self.loaded_themes.problems]:
             self.main_screen.report("warning", problem)
 
     def watch_theme(self, name: str) -> None:

@@ -84,7 +84,7 @@ class ConsoleState:
         if not failed:
             return None
         first = first_failures(failed)[0]
-        reason = first.detail.split(": ", 1)[0] if first.detail else "failed"
+        reason = first.reason
         if len(failed) == 1:
             return f"rank {first.rank} failed: {reason}"
         ranks = ", ".join(str(r) for r in sorted({s.rank for s in failed}))

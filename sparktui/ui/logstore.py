@@ -159,8 +159,3 @@ def read_lines(run: Run, rank: int, start: int = 1, stop: int | None = None) -> 
         if stop is not None and no > stop:
             return
         yield line_of(rank, no, ts, text)
-
-
-def lines_since_restart(run: Run, rank: int) -> list[tuple[int, str]]:
-    """A rank's ``(line_no, text)`` since its last restart: what its boot checks are about."""
-    return run.log(rank).since_restart()[1]

@@ -12,29 +12,21 @@ from pathlib import Path
 from sparktui.backend.orchestrator import Orchestrator
 from sparktui.backend.watchdog import Watchdog
 from sparktui.catalog import RecipeInfo
-from sparktui.core.cluster import Cluster
-from sparktui.core.plan import Plan, build_plan
+from sparktui.config import cluster_plan
+from sparktui.core.plan import Plan
 from sparktui.core.runstore import Run
-from sparktui.core.secrets import plan_key
 from sparktui.ui.bridge import EventBridge
 from sparktui.ui.logstore import LogLine, read_tail
 
 
-def secret_key(state_root: Path, cluster: Cluster) -> bytes | None:
-    """The cluster's plan key (``core.secrets.plan_key``); None when the state folder refuses
-    it: the plan hash then leaves secrets out rather than the console failing to open."""
-    try:
-        return plan_key(state_root, cluster.name)
-    except OSError:
-        return None
-
-
 class Session:
+    """``SetupError`` when the cluster's plan key cannot be used (``config.cluster_plan``)."""
+
     def __init__(self, info: RecipeInfo, state_root: Path, bridge: EventBridge,
                  health_interval: float | None = None) -> None:
         assert info.recipe is not None and info.cluster is not None
         self.info = info
-        self.plan: Plan = build_plan(info.recipe, info.cluster, secret_key(state_root, info.cluster))
+        self.plan: Plan = cluster_plan(info.recipe, info.cluster, state_root)
         self.orch = Orchestrator(info.recipe, info.cluster, self.plan, state_root=state_root,
                                  on_event=bridge, health_interval=health_interval)
         self.bridge = bridge

@@ -10,6 +10,7 @@ from sparktui.backend.boot import BootWatch
 from sparktui.backend.events import Event, RankChanged
 from sparktui.core.cluster import local_cluster
 from sparktui.core.plan import build_plan
+from sparktui.core.ranks import Cause
 from sparktui.core.recipe import load_recipe, load_recipe_text
 from tests.conftest import RECIPES
 
@@ -77,7 +78,7 @@ def test_vllm_headless_workers_become_ready_with_the_head() -> None:
 
 def test_vllm_a_worker_that_failed_stays_failed() -> None:
     board, _ = booting_board(VLLM_TP4)
-    board.set_state(board.ranks[2], "failed", "exited with code 137")
+    board.set_state(board.ranks[2], "failed", Cause("exited", 137))
     line(board, 0, "Application startup complete.")
     assert states(board) == ["ready", "ready", "failed", "ready"]
 
@@ -160,6 +161,6 @@ async def test_a_rank_that_fails_while_the_boot_waits_for_a_line_ends_the_wait()
     waiting = asyncio.create_task(BootWatch(board).wait(timeout=5, grace=0.1))
     every_rank_ready(board)
     assert board.boot_ending
-    board.set_state(board.ranks[2], "failed", "exited with code 1")
+    board.set_state(board.ranks[2], "failed", Cause("exited", 1))
     assert not board.boot_ending
     assert not await waiting

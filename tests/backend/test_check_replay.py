@@ -11,7 +11,7 @@ from sparktui.backend.follower import LogFollower
 from sparktui.core.cluster import local_cluster
 from sparktui.core.plan import Plan, build_plan
 from sparktui.core.recipe import load_recipe
-from sparktui.core.runstore import Run, RunStore, utc_now
+from sparktui.core.runstore import MARKER, Run, RunStore, utc_now
 from sparktui.demo import sglang
 from sparktui.demo.config import parse_config
 from tests.conftest import RECIPES
@@ -90,13 +90,26 @@ async def test_a_group_that_fell_apart_after_ready_replays_its_verdicts(tmp_path
 
 async def test_a_rank_restarted_since_the_end_boots_again(tmp_path: Path) -> None:
     live, f, run = live_boot(tmp_path)
-    run.event("restart", rank=1, old="c1")
     say(f, 1, "--- sparktui: rank 1 restarted by the operator (container c1 replaced) ---")
+    run.event("restart", rank=1, old="c1", line=run.log(1).lines)  # as Orchestrator._replace
     live.checks.reset(1)
     say(f, 1, BOOT[0].format(r=1))
     shown = counts(live)
     assert shown[1]["pending"] > 0 and shown[0]["pending"] == 0
     assert counts(await reattached(run, running=True)) == shown
+
+
+async def test_a_container_printing_the_restart_marker_changes_no_verdict(tmp_path: Path) -> None:
+    """sparktui's marker text, printed by a rank's own container, is a line like any other: the
+    run's events record no restart, so a reattach finds the checks where the live run left
+    them (the marker's text once made the replay start the rank's checks over after it)."""
+    live, f, run = live_boot(tmp_path)
+    say(f, 2, f"{MARKER}rank 2 restarted by the operator (container c2 replaced) ---")
+    shown = counts(live)
+    assert all(shown[r]["pending"] == 0 and shown[r]["failed"] == 0 for r in range(4))
+    again = await reattached(run, running=True)
+    assert counts(again) == shown
+    assert [i.restarts for i in again.ranks] == [0, 0, 0, 0]
 
 
 def test_ended_boots_reads_ends_and_restarts_in_order() -> None:

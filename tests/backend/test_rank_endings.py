@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from sparktui.backend.follower import LogFollower
 from sparktui.backend.runtime import ContainerState
+from sparktui.core.ranks import Cause
 from tests.backend.test_board import board
 
 
@@ -15,7 +16,7 @@ def test_a_rank_stopped_by_down_keeps_its_words_when_the_code_is_gone() -> None:
     gone, ended = b.ranks[0], b.ranks[1]
     for info in (gone, ended):
         info.stopping = True
-        b.set_state(info, "stopped", "removed by down")
+        b.set_state(info, "stopped", Cause("removed_by_down"))
     follower._exited(gone, ContainerState(id="c0", name="r0", status="missing"))
     follower._exited(ended, ContainerState(id="c1", name="r1", status="exited", exit_code=143))
     assert (gone.state, gone.detail) == ("stopped", "removed by down")

@@ -222,3 +222,32 @@ def test_a_value_sglang_refuses_is_an_error_with_its_line(
     line = line_of(path, '"sixteen"')
     assert (f"recipe.toml:{line}:31: error: args[22]: --max-running-requests sixteen: SGLang "
             "0.5.23 takes an integer") in text
+
+
+def test_validate_names_the_config_files_line_and_key(capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The console's config.toml is checked as recipes are: an unknown key or binding id at its
+    file, line and key, with a did-you-mean; validate then fails, with or without recipes."""
+    from sparktui.config import config_dir
+
+    folder = config_dir()
+    folder.mkdir(parents=True)
+    config = folder / "config.toml"
+    config.write_text('theme = "sparktui-light"\n[keys]\nrestrat = "x"\n[logs]\nwindw = 500\n')
+    code, text = run(capsys, "validate")
+    assert code == 1
+    assert f"{config}:3:1: error: keys.restrat: unknown binding id 'restrat'; did you mean 'restart'?" in text
+    assert f"{config}:5:1: error: logs.windw: unknown key 'windw'; did you mean 'window'?" in text
+    assert "2 error(s)" in text
+    code, text = run(capsys, "validate", str(SEED), "--cluster", str(CLUSTER4))
+    assert code == 1 and "valid for cluster 'sparks'" in text and "unknown binding id" in text
+    config.write_text('[keys]\nrestart = "R"\n')
+    assert run(capsys, "validate") == (0, f"✓ {config}: valid")
+    monkeypatch.setenv("SPARKTUI_LOGS__WINDOW", "10")
+    code, text = run(capsys, "validate")
+    assert code == 1 and "$SPARKTUI_LOGS__WINDOW: error: logs.window:" in text
+
+
+def test_validate_without_a_config_file_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    code, text = run(capsys, "validate")
+    assert code == 0 and "config.toml: the console uses its defaults" in text

@@ -13,6 +13,7 @@ from sparktui.core.engines import Engine, ReadyFacts, engine
 from sparktui.core.ranks import (
     SETTLED,
     TRANSITIONS,
+    Cause,
     IllegalTransition,
     RankInfo,
     RankState,
@@ -43,9 +44,9 @@ def test_each_move_is_allowed_or_refused(src: RankState, dst: RankState) -> None
     info = rank(src)
     if src == dst:
         assert info.move(dst) is False  # same state, same detail: nothing to announce
-        assert info.move(dst, "new detail") is True  # a new detail is news
+        assert info.move(dst, Cause("held", text="new detail")) is True  # a new detail is news
     elif dst in TRANSITIONS[src]:
-        assert info.move(dst, "why") is True
+        assert info.move(dst, Cause("held", text="why")) is True
         assert (info.state, info.detail) == (dst, "why")
     else:
         with pytest.raises(IllegalTransition, match=f"{src} -> {dst}"):
@@ -68,8 +69,8 @@ def test_a_ready_rank_cannot_boot_again_without_a_restart() -> None:
 
 def test_failed_at_is_the_first_failure_and_clears_on_a_new_boot() -> None:
     info = rank("booting")
-    info.move("failed", "line 3: Traceback", when=100.0)
-    info.move("failed", "exited with code 1", when=200.0)
+    info.move("failed", Cause("fatal_line", line_no=3, text="Traceback"), when=100.0)
+    info.move("failed", Cause("exited", 1), when=200.0)
     assert info.failed_at == 100.0  # the first failure is the cause
     info.move("creating")
     assert info.failed_at is None
@@ -201,3 +202,43 @@ def test_new_launch_forgets_the_last_run() -> None:
     info.new_launch()
     assert (info.exit_code, info.health, info.container_id, info.removed) == (None, None, None, False)
     assert not info.last_lines
+
+
+@pytest.mark.parametrize(("cause", "sentence", "reason"), [
+    (Cause("boot_timeout", seconds=120), "boot timed out after 120 s", "boot timed out after 120 s"),
+    (Cause("fatal_line", line_no=9, text="NCCL error: unhandled"), "line 9: NCCL error: unhandled",
+     "line 9"),
+    (Cause("exited", 1, text="a | b"), "exited with code 1: a | b", "exited with code 1"),
+    (Cause("exited", 1, text=""), "exited with code 1: ", "exited with code 1"),
+    (Cause("exited", 137), "exited with code 137", "exited with code 137"),
+    (Cause("no_exit_code", text="x"), "exited (no exit code): x", "exited (no exit code)"),
+    (Cause("not_running"), "not running (no exit code)", "not running (no exit code)"),
+    (Cause("removed_outside", text="x"), "its container was removed outside sparktui: x",
+     "its container was removed outside sparktui"),
+    (Cause("group_fell", rank=2), "rank 2 failed first", "rank 2 failed first"),
+    (Cause("group_fell", rank=2, before=Cause("fatal_line", line_no=9, text="timeout: 1")),
+     "rank 2 failed first; line 9: timeout: 1", "rank 2 failed first; line 9"),
+    (Cause("peer_restarted", rank=0), "rank 0 was restarted alone", "rank 0 was restarted alone"),
+    (Cause("could_not_start", text="port: busy"), "could not start: port: busy", "could not start"),
+    (Cause("image_missing", text="no image x; run sparktui image sync demo"),
+     "could not start: no image x; run sparktui image sync demo", "could not start"),
+    (Cause("staging", text="node1: disk full"), "staging: node1: disk full", "staging"),
+    (Cause("stopped_exit", 143), "exit code 143", "exit code 143"),
+    (Cause("removed_by_down"), "removed by down", "removed by down"),
+    (Cause("held", text="held by alice: since 9"), "held by alice: since 9", "held by alice: since 9"),
+])
+def test_a_cause_is_a_code_its_sentence_and_reason_derived(cause: Cause, sentence: str,
+                                                           reason: str) -> None:
+    """The sentences are the ones the board used to write; the reason is what a toast names
+    (the sentence up to its first colon, without cutting a node's words that hold one)."""
+    assert (cause.sentence, cause.reason) == (sentence, reason)
+    info = rank("booting")
+    info.cause = cause
+    assert info.detail == sentence and info.snapshot().reason == reason
+
+
+def test_a_cause_masks_the_nodes_words_only() -> None:
+    cause = Cause("group_fell", rank=1, before=Cause("fatal_line", line_no=3, text="key=s3cret"))
+    masked = cause.masked(lambda t: t.replace("s3cret", "***"))
+    assert masked.sentence == "rank 1 failed first; line 3: key=***"
+    assert masked.before is not None and masked.before.code == "fatal_line"

@@ -129,7 +129,34 @@ def test_since_restart_is_what_the_boot_checks_read(tmp_path: Path) -> None:
     run = RunStore(tmp_path).create("demo")
     log = run.log(0)
     log.append(lines(1, 2))
-    assert log.since_restart() == (False, [(1, "line 1"), (2, "line 2")])
+    assert log.since_restart(runstore.last_restarts(run.events()).get(0)) == [(1, "line 1"), (2, "line 2")]
     log.append([("2026-01-01T00:01:00Z", f"{runstore.MARKER}rank 0 restarted by the operator")])
+    run.event("restart", rank=0, old="c0", group=False, how="by the operator", line=log.lines)
     log.append(lines(3, 1))
-    assert log.since_restart() == (True, [(4, "line 3")])
+    restart = runstore.last_restarts(run.events()).get(0)
+    assert restart is not None and log.since_restart(restart) == [(4, "line 3")]
+
+
+def test_a_container_printing_the_restart_marker_restarts_nothing(tmp_path: Path) -> None:
+    """The marker's text is what sparktui writes at a restart, but a container can print it
+    too: only the run's events say a rank restarted."""
+    run = RunStore(tmp_path).create("demo")
+    log = run.log(0)
+    log.append(lines(1, 2))
+    log.append([("2026-01-01T00:00:30Z", f"{runstore.MARKER}rank 0 restarted by the operator "
+                                         "(container 0123456789ab replaced) ---")])
+    log.append(lines(3, 1))
+    assert runstore.last_restarts(run.events()) == {}
+    assert [no for no, _ in log.since_restart(None)] == [1, 2, 3, 4]
+
+
+def test_a_restart_recorded_without_its_line_starts_at_the_first_line_after_it(tmp_path: Path) -> None:
+    """A run from before the restart event named its marker line: the lines after the first
+    one stamped at or after the event (the marker, written right after it) are the new boot's."""
+    run = RunStore(tmp_path).create("demo")
+    log = run.log(0)
+    log.append(lines(1, 2))  # 00:00:01, 00:00:02
+    events = [{"ts": "2026-01-01T00:00:10.000000Z", "kind": "restart", "rank": 0}]
+    log.append([("2026-01-01T00:00:10.500000Z", f"{runstore.MARKER}rank 0 restarted ---")])
+    log.append([("2026-01-01T00:00:12.000000000Z", "new boot")])
+    assert log.since_restart(runstore.last_restarts(events)[0]) == [(4, "new boot")]

@@ -110,3 +110,122 @@ async def test_palette_offers_every_action(offline_app: Callable[..., SparkApp])
         if spec.palette:
             assert spec.command in names, spec.id
     assert "Recipe: demo-tp4" in names and "Theme: sparktui-light" in names
+
+
+async def test_a_plan_key_that_cannot_be_used_is_said_not_fatal(recipes_copy: Path) -> None:
+    """One rule with the CLI (``config.cluster_plan``): the key is an error naming it; the
+    console opens the recipe without its containers and says why, and p says it again."""
+    from sparktui.config import state_dir
+
+    key = state_dir() / "keys" / "sparks.key"
+    key.parent.mkdir(parents=True, mode=0o700)
+    key.write_bytes(b"short")
+    key.chmod(0o600)
+    app = _app(recipes_copy)
+    async with app.run_test(size=(100, 30)) as pilot:
+        main = app.main_screen
+        await wait_for(pilot, main.ready.is_set, 10, "recipes")
+        assert main.session is None
+        texts = " | ".join(ev.text for ev in main.state.notices)
+        assert "cannot use the plan key of cluster 'sparks'" in texts and "not a sparktui key" in texts
+        await pilot.press("p")
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, PlanScreen)
+
+
+BAD_CONFIG = '''theme = "sparktui-light"
+colour = "red"
+[keys]
+restart = "R"
+restrat = "x"
+[logs]
+window = 500
+[telemetry]
+low_memry = "1G"
+'''
+
+
+def test_config_is_read_through_strict_models_with_file_line_and_key(tmp_path: Path) -> None:
+    """An unknown key or binding id is a problem at its file, line and key with a did-you-mean,
+    as in a recipe; what is right still applies."""
+    from sparktui.ui.settings import load_settings
+
+    (tmp_path / "config.toml").write_text(BAD_CONFIG)
+    settings = load_settings(tmp_path, environ={})
+    said = [str(p) for p in settings.problems]
+    path = tmp_path / "config.toml"
+    assert said == [
+        f"{path}:2:1: error: colour: unknown key 'colour'; allowed keys: theme, keys, logs, "
+        "telemetry, health",
+        f"{path}:9:1: error: telemetry.low_memry: unknown key 'low_memry'; did you mean 'low_memory'?",
+        f"{path}:5:1: error: keys.restrat: unknown binding id 'restrat'; did you mean 'restart'?",
+    ]
+    assert (settings.theme, settings.keys, settings.window) == ("sparktui-light", {"restart": "R"}, 500)
+
+
+def test_a_dialogs_binding_id_is_known(tmp_path: Path) -> None:
+    from sparktui.ui.settings import load_settings
+
+    (tmp_path / "config.toml").write_text('[keys]\nrestart-rank-only = "o"\nplan-close = "x,escape"\n')
+    settings = load_settings(tmp_path, environ={})
+    assert settings.problems == []
+    assert settings.keys == {"restart-rank-only": "o", "plan-close": "x,escape"}
+
+
+def test_sparktui_variables_override_the_file(tmp_path: Path) -> None:
+    from sparktui.ui.settings import load_settings
+
+    (tmp_path / "config.toml").write_text('theme = "a"\n[logs]\nwindow = 500\n[health]\ninterval = "20s"\n')
+    settings = load_settings(tmp_path, environ={
+        "SPARKTUI_THEME": "b", "SPARKTUI_LOGS__WINDOW": "2000", "SPARKTUI_TELEMETRY__INTERVAL": "5s",
+        "SPARKTUI_TELEMETRY__LOW_MEMORY": "4G", "SPARKTUI_CLUSTER": "/elsewhere.toml"})
+    assert settings.problems == []
+    assert (settings.theme, settings.window, settings.interval, settings.low_memory,
+            settings.health_interval) == ("b", 2000, 5.0, 4 * 2**30, 20.0)
+
+
+def test_a_bad_variable_is_named_and_the_files_value_kept(tmp_path: Path) -> None:
+    from sparktui.ui.settings import load_settings
+
+    (tmp_path / "config.toml").write_text('[logs]\nwindow = 500\n')
+    settings = load_settings(tmp_path, environ={"SPARKTUI_LOGS__WINDOW": "many",
+                                                "SPARKTUI_TELEMETRY__INTERVL": "3s"})
+    assert sorted(str(p) for p in settings.problems) == [
+        "$SPARKTUI_LOGS__WINDOW: error: logs.window: expected an integer, found a string 'many'",
+        "$SPARKTUI_TELEMETRY__INTERVL: error: no setting telemetry.intervl; did you mean "
+        "SPARKTUI_TELEMETRY__INTERVAL?",
+    ]
+    assert settings.window == 500
+
+
+def test_every_setting_says_what_it_is() -> None:
+    from pydantic import BaseModel
+
+    from sparktui.ui.settings import ConfigFile
+
+    def fields(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str | None]]:
+        out = []
+        for name, info in model.model_fields.items():
+            out.append((prefix + name, info.description))
+            if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+                out += fields(info.annotation, f"{prefix}{name}.")
+        return out
+
+    found = fields(ConfigFile)
+    assert {"theme", "keys", "logs.window", "telemetry.interval", "telemetry.low_memory",
+            "health.interval"} <= {name for name, _ in found}
+    assert [name for name, text in found if not text] == []
+
+
+async def test_the_console_names_the_file_line_and_key(recipes_copy: Path) -> None:
+    config_dir().mkdir(parents=True)
+    (config_dir() / "config.toml").write_text(BAD_CONFIG)
+    app = _app(recipes_copy)
+    async with app.run_test(size=(100, 30)) as pilot:
+        main = app.main_screen
+        await wait_for(pilot, main.ready.is_set, 10, "recipes")
+        texts = [ev.text for ev in main.state.notices]
+        assert any("config.toml:5:1: error: keys.restrat: unknown binding id 'restrat'; did you "
+                   "mean 'restart'?" in t for t in texts), texts
+        assert any("config.toml:2:1: error: colour: unknown key 'colour'" in t for t in texts), texts
+        assert app.theme == "sparktui-light"  # the rest applies

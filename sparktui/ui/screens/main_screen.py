@@ -30,9 +30,9 @@ from sparktui.backend.events import (
     StagingProgress,
 )
 from sparktui.catalog import RecipeInfo, default_slug, load_catalog
+from sparktui.config import cluster_plan
 from sparktui.core.controls import visible
-from sparktui.core.errors import sentence
-from sparktui.core.plan import build_plan
+from sparktui.core.errors import SetupError, sentence
 from sparktui.ui.bridge import EventBridge
 from sparktui.ui.console_state import ConsoleState
 from sparktui.ui.formatting import bar
@@ -50,7 +50,7 @@ from sparktui.ui.screens.jobs import Jobs
 from sparktui.ui.screens.log_keys import LogKeys
 from sparktui.ui.screens.plan_screen import PlanScreen
 from sparktui.ui.screens.restart_screen import RestartChoice, RestartScreen
-from sparktui.ui.session import Session, secret_key
+from sparktui.ui.session import Session
 from sparktui.ui.settings import save_state
 from sparktui.ui.widgets.checks_panel import ChecksPanel
 from sparktui.ui.widgets.log_panel import LogPanel
@@ -239,8 +239,12 @@ class MainScreen(LogKeys, Jobs):
         if self.options.remember:
             save_state({"recipe": slug})
         usable = info is not None and info.usable
-        session = Session(info, self.options.state_root, EventBridge(self),
-                          self.options.health_interval) if info is not None and usable else None
+        try:
+            session = Session(info, self.options.state_root, EventBridge(self),
+                              self.options.health_interval) if info is not None and usable else None
+        except SetupError as exc:  # the plan key: the recipe opens without its containers
+            self.report("error", str(exc))
+            session = None
         self.session = session
         self.logs.grep = session.orch if session is not None else None
         self.state.open(session.orch.checks.snapshot() if session is not None else None)
@@ -503,8 +507,12 @@ class MainScreen(LogKeys, Jobs):
             self.notify(f"No plan: {info.slug} has {len(info.errors)} error(s)", severity="warning",
                         markup=False)
             return
-        plan = self.session.plan if self.session and self.session.info is info else \
-            build_plan(info.recipe, info.cluster, secret_key(self.options.state_root, info.cluster))
+        try:
+            plan = self.session.plan if self.session and self.session.info is info else \
+                cluster_plan(info.recipe, info.cluster, self.options.state_root)
+        except SetupError as exc:
+            self.notify(f"No plan: {exc}", severity="error", markup=False)
+            return
         self.app.push_screen(PlanScreen(plan, len(info.recipe.spec.args)))
 
     def action_add_check(self) -> None:
