@@ -75,7 +75,7 @@ class LogKeys:
             logs.follow_all()
 
     async def action_toggle_grid(self) -> None:
-        await self.logs.toggle_grid(self.ranks_table.nodes)
+        await self.logs.toggle_grid(list(self.ranks_table.nodes))
 
     def action_toggle_follow(self) -> None:
         self.logs.toggle_follow()

@@ -138,7 +138,7 @@ class MainScreen(LogKeys, Jobs):
         narrow = event.size.width < NARROW
         if self._nodes_shown is None:  # until m says otherwise: logs first on a small screen
             self.nodes_panel.display = not narrow and event.size.height >= SHORT
-        self.ranks_table.set_compact(narrow)
+        self.ranks_table.compact = narrow
         footer = self.query_one(Footer)
         footer.compact = narrow
         if footer.show_command_palette == narrow:  # Textual's footer composes its keys once:
@@ -246,7 +246,9 @@ class MainScreen(LogKeys, Jobs):
         self.state.open(session.orch.checks.snapshot() if session is not None else None)
         nodes = [r.node for r in session.plan.ranks] if session is not None else []
         self.store.reset(None, len(nodes))
-        self.ranks_table.setup(nodes)
+        table = self.ranks_table
+        table.snapshots, table.checks, table.staging = (), (), ()
+        table.nodes = tuple(nodes)
         self.nodes_panel.setup(nodes)
         staged = session is not None and bool(session.plan.staging)
         self.staging.display = staged
@@ -329,8 +331,7 @@ class MainScreen(LogKeys, Jobs):
         checks = self.state.checks
         self.checks_panel.show_checks(checks)
         if self.session is not None:
-            for rank in range(self.session.world):
-                self.ranks_table.set_checks(rank, self.state.check_summary(rank, self.options.live))
+            self.ranks_table.checks = self.state.check_summaries(self.session.world, self.options.live)
 
     # -- backend events -------------------------------------------------------------------------
     def on_backend_event(self, message: BackendEvent) -> None:
@@ -352,11 +353,7 @@ class MainScreen(LogKeys, Jobs):
         if not 0 <= snap.rank < self.store.world:
             return
         failure = self.state.rank_changed(snap)
-        table = self.ranks_table
-        table.set_state(snap.rank, snap.state)
-        table.set_health(snap.rank, snap.health)
-        table.set_restarts(snap.rank, snap.restarts)
-        table.set_started(snap.rank, snap.started)
+        self.ranks_table.snapshots = self.state.snapshots(self.store.world)
         if failure is not None:
             self.report("error", failure, toast=False)
             self.set_timer(FAILURE_TOAST_DELAY, self._toast_failures)  # the group falls at once
@@ -399,9 +396,11 @@ class MainScreen(LogKeys, Jobs):
             return
         fraction, phase = got
         text = f"{bar(fraction)} {fraction:4.0%}" if phase not in ("failed", "start") else phase
+        staging = list(self.ranks_table.staging) or [""] * session.world
         for rank in session.plan.ranks:
             if rank.node == p.node:
-                self.ranks_table.set_staging(rank.rank, text)
+                staging[rank.rank] = text
+        self.ranks_table.staging = tuple(staging)
         # a failure is reported once, by what asked for the staging (s, or up's notices)
 
     # -- widget messages ------------------------------------------------------------------------
