@@ -21,6 +21,13 @@ MUTED = "$foreground 60%"
 background (the log bar, the rank detail on ``$panel``) also says ``background: $surface`` so
 the shade is the same; ``ink`` keeps only the colour."""
 
+
+
+def muted_css(text: str) -> str:
+    """CSS in which ``$muted`` is ``MUTED`` (no theme defines such a variable)."""
+    return text.replace("$muted", MUTED)
+
+
 STATE_COLOR: dict[RankState, str] = {
     "ready": "$success", "failed": "$error", "booting": "$warning", "creating": "$warning",
     "restarting": "$accent", "staging": "$primary", "stopped": MUTED, "pending": MUTED,
@@ -48,6 +55,12 @@ def ink(widget: Widget, name: str) -> Style:
     whose background the widget paints itself (a table's cursor row, the log bar)."""
     style = widget.get_component_rich_style(name)
     return Style(color=style.color, bold=style.bold, italic=style.italic)
+
+
+def palette(widget: Widget) -> tuple[Style, ...]:
+    """Every component style of ``widget``: text built with them is built again when this
+    changes (another theme), not at every style update (focus moves update styles too)."""
+    return tuple(ink(widget, name) for name in sorted(widget.COMPONENT_CLASSES))
 
 
 def uptime(seconds: float | None) -> str:

@@ -17,7 +17,7 @@ from textual.widgets import DataTable
 from sparktui.core.checks import BootChecks, Check, CheckStatus
 from sparktui.core.controls import visible
 from sparktui.core.ranks import RankState
-from sparktui.ui.formatting import MUTED, ink, state_classes, state_css
+from sparktui.ui.formatting import ink, muted_css, state_classes, state_css
 from sparktui.ui.widgets.compact_table import CompactTable
 
 KIND_LABEL = {"ready": "ready", "must_show": "show", "must_not_show": "never", "args": "args"}
@@ -28,14 +28,14 @@ PATTERN_WIDTH = 48
 
 class ChecksPanel(CompactTable):
     COMPONENT_CLASSES: ClassVar[set[str]] = {*state_classes("checks-panel"), "checks-panel--kind"}
-    DEFAULT_CSS = """
+    DEFAULT_CSS = muted_css("""
     ChecksPanel {
         height: auto;
         max-height: 14;
         background: $surface;
         & > .datatable--header { background: $panel; }
-        & > .checks-panel--kind { color: %s; }
-    """ % MUTED + state_css("checks-panel") + "\n}"
+        & > .checks-panel--kind { color: $muted; }
+    """) + state_css("checks-panel") + "\n}"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "select_cursor", "show line", show=True, id="checks-show-line"),

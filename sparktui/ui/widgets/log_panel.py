@@ -330,7 +330,7 @@ class LogPanel(Vertical):
         for each in views:
             each.set_placeholder(placeholder)
         hiding = self.hide_probes and not self.line_filter.active and excerpt is None
-        self.query_one(LogBar).show(LogBarState(
+        self.query_one(LogBar).state = (LogBarState(
             world=self.store.world, shown=self.shown, follow=all(v.follow for v in views),
             wrap=view.wrap, timestamps=view.timestamps, grep=self.pending_filter.text,
             grep_error=self.pending_filter.error, matches=self.matches,

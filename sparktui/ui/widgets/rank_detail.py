@@ -10,7 +10,7 @@ from textual.widget import Widget
 
 from sparktui.core.controls import visible
 from sparktui.core.ranks import RankSnapshot
-from sparktui.ui.formatting import MUTED, ink, state_classes, state_css
+from sparktui.ui.formatting import ink, muted_css, state_classes, state_css
 from sparktui.ui.widgets.one_line import middle_cut
 
 
@@ -21,11 +21,11 @@ class RankDetail(Widget):
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {*state_classes("rank-detail"), "rank-detail--muted"}
     # on the panel: the shades as the panels on the surface draw them (formatting.MUTED)
-    DEFAULT_CSS = """
+    DEFAULT_CSS = muted_css("""
     RankDetail {
         height: 1;
-        & > .rank-detail--muted { color: %s; background: $surface; }
-    """ % MUTED + state_css("rank-detail", surface=True) + "\n}"
+        & > .rank-detail--muted { color: $muted; background: $surface; }
+    """) + state_css("rank-detail", surface=True) + "\n}"
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
