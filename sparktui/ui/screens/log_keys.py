@@ -47,13 +47,12 @@ class LogKeys:
         self._step(False)
 
     def _step(self, forward: bool) -> None:
-        if not self.logs.line_filter.active:
+        if not self.logs.model.line_filter.active:
             self.notify("Grep first: press / and type a regex", severity="information", timeout=3,
                         markup=False)
             return
         if not self.logs.step_match(forward, self.ranks_table.selected_rank):
             self.notify("No more matches " + ("below" if forward else "above"), timeout=2, markup=False)
-        self.logs.update_bar()
 
     def action_show_rank(self, rank: int) -> None:
         if rank < 0:
@@ -66,10 +65,10 @@ class LogKeys:
         self.logs.show_ranks(rank)
 
     def action_escape(self) -> None:
-        logs = self.logs
-        if logs.pending_filter.text or logs.line_filter.text:
+        logs, model = self.logs, self.logs.model
+        if model.pending_filter.text or model.line_filter.text:
             logs.clear_grep()
-        elif logs.excerpt is not None:
+        elif model.excerpt is not None:
             logs.toggle_follow()  # leaves the excerpt for the live log
         elif not all(view.follow for view in logs.views()):
             logs.follow_all()

@@ -306,7 +306,7 @@ class MainScreen(LogKeys, Jobs):
             idle = "Not running · press u to launch every rank"
         else:
             idle = "Waiting for the first line…"
-        self.logs.set_idle_text(idle)
+        self.logs.model.set(idle_text=idle)
         if session is None:
             table.border_title = "Ranks"
             table.border_subtitle = "open a recipe: ↑↓ enter in Recipes"
@@ -407,7 +407,7 @@ class MainScreen(LogKeys, Jobs):
     @on(RankTable.Selected)
     def _rank_selected(self, event: RankTable.Selected) -> None:
         """The selected rank drives the log: a one-rank view follows the selection."""
-        if self.logs.shown is not None and self.logs.shown != event.rank:
+        if self.logs.model.shown is not None and self.logs.model.shown != event.rank:
             self.logs.show_ranks(event.rank)
         self.update_detail()
 

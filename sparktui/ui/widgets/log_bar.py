@@ -3,7 +3,6 @@ how many health-probe lines are hidden."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
@@ -12,26 +11,8 @@ from textual.widget import Widget
 
 from sparktui.core.controls import visible
 from sparktui.ui.formatting import ink, muted_css
+from sparktui.ui.logmodel import LogBarState as LogBarState  # what the bar paints
 from sparktui.ui.themes import rank_colors
-
-
-@dataclass(frozen=True)
-class LogBarState:
-    world: int = 0
-    shown: int | None = None  # None: all ranks
-    follow: bool = True
-    wrap: bool = False
-    timestamps: bool = False
-    grep: str = ""
-    grep_error: str | None = None
-    matches: int | None = None  # lines kept by the filter (while scanning: found so far)
-    scanning: bool = False
-    scanned: float = 0.0  # while scanning: the share of the run's files read
-    lines: int = 0
-    note: str | None = None  # e.g. showing an excerpt of a file
-    grid: bool = False  # a pane per rank
-    hide_probes: bool = True  # the engine's access-log lines of sparktui's probes are hidden
-    hidden: int = 0  # probe lines hidden from what is shown
 
 
 class LogBar(Widget):

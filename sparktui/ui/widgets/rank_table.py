@@ -85,6 +85,11 @@ class RankTable(CompactTable):
     def world(self) -> int:
         return len(self.nodes)
 
+    @property
+    def states(self) -> dict[int, RankState]:
+        """The state each reported rank shows."""
+        return {snap.rank: snap.state for snap in self.snapshots if snap is not None}
+
     def on_mount(self) -> None:
         self._rebuild()
         self.set_interval(1.0, self._paint)  # the uptime column
