@@ -323,13 +323,14 @@ class MainScreen(LogKeys, Jobs):
         rank = self.ranks_table.selected_rank
         detail = self.query_one(RankDetail)
         if self.session is None or rank is None:
-            detail.show(None)
+            detail.snap, detail.rank, detail.node = None, None, ""
         else:
-            detail.show(self.state.ranks.get(rank), rank, self.ranks_table.nodes[rank])
+            detail.snap, detail.rank, detail.node = (self.state.ranks.get(rank), rank,
+                                                     self.ranks_table.nodes[rank])
 
     def refresh_checks(self) -> None:
         checks = self.state.checks
-        self.checks_panel.show_checks(checks)
+        self.checks_panel.checks = checks
         if self.session is not None:
             self.ranks_table.checks = self.state.check_summaries(self.session.world, self.options.live)
 

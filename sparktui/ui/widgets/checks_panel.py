@@ -12,12 +12,13 @@ from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.message import Message
+from textual.reactive import var
 from textual.widgets import DataTable
 
 from sparktui.core.checks import BootChecks, Check, CheckStatus
 from sparktui.core.controls import visible
 from sparktui.core.ranks import RankState
-from sparktui.ui.formatting import ink, muted_css, state_classes, state_css
+from sparktui.ui.formatting import ink, muted_css, palette, state_classes, state_css
 from sparktui.ui.widgets.compact_table import CompactTable
 
 KIND_LABEL = {"ready": "ready", "must_show": "show", "must_not_show": "never", "args": "args"}
@@ -49,18 +50,21 @@ class ChecksPanel(CompactTable):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="cell", zebra_stripes=False)
-        self.checks: BootChecks | None = None
+        self._palette: tuple[Style, ...] = ()
         self.world = 0
         self._failure_row: int | None = None  # the first failed check's row, last drawn
 
+    checks: var[BootChecks | None] = var(None, always_update=True, init=False)
+    """The checks as last reported (each report is a new snapshot)."""
+
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        if self.is_mounted and self.checks is not None:
-            self.show_checks(self.checks)  # another theme: the marks' colours
+        if self.is_mounted and self.checks is not None and palette(self) != self._palette:
+            self.watch_checks(self.checks)  # another theme: the marks' colours
 
-    def show_checks(self, checks: BootChecks | None) -> None:
+    def watch_checks(self, checks: BootChecks | None) -> None:
         """Redraw every check (cheap: a dozen rows), keeping the cursor where it was."""
-        self.checks = checks
+        self._palette = palette(self)
         world = checks.world if checks is not None else 0
         cursor = self.cursor_coordinate
         if world != self.world or not self.columns:

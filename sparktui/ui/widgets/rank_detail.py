@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widget import Widget
 
 from sparktui.core.controls import visible
@@ -27,17 +28,16 @@ class RankDetail(Widget):
         & > .rank-detail--muted { color: $muted; background: $surface; }
     """) + state_css("rank-detail", surface=True) + "\n}"
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.snap: RankSnapshot | None = None
-        self.rank: int | None = None
-        self.node = ""
+    snap: reactive[RankSnapshot | None] = reactive(None)
+    """The selected rank as last reported."""
+    rank: reactive[int | None] = reactive(None)
+    """The selected rank, before any report (with ``node``: it shows "-", nothing known yet);
+    None, and no ``snap``: nothing selected."""
+    node: reactive[str] = reactive("")
 
-    def show(self, snap: RankSnapshot | None, rank: int | None = None, node: str = "") -> None:
-        """``snap``: the rank as last reported; before any report, ``rank`` on ``node`` shows
-        "-" (nothing known yet); neither: nothing selected."""
-        self.snap, self.rank, self.node = snap, rank, node
-        self.refresh()
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self.refresh()  # the state's colour
 
     def render(self) -> Text:
         snap = self.snap
