@@ -1,8 +1,10 @@
 """The main screen: recipes on the left; ranks, staging, logs and boot checks on the right.
 
-It lays the widgets out, routes the backend's events to them (each event carries what its
-widget needs; ``ConsoleState`` keeps what outlives one event), and runs every long action as a
-worker so the screen never waits. The keys that only change the log view are ``LogKeys``.
+It lays the widgets out and routes the backend's events: each event updates ``ConsoleState``
+(what outlives one event) or the log store, and the widgets observe what the screen sets on
+them (the rank table its snapshots, the log panel its model, the checks panel its checks).
+Every long action runs as a worker of the screen (``Jobs``, which it owns) so it never waits;
+the keys that only change the log view act on the log panel.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
+from textual.reactive import reactive
+from textual.screen import Screen
 from textual.widgets import DataTable, Footer
 
 from sparktui.backend.events import (
     ChecksChanged,
-    Event,
     ImageSyncProgress,
     LogBatch,
     NodeChanged,
@@ -47,7 +50,6 @@ from sparktui.ui.screens.doctor_screen import DoctorScreen
 from sparktui.ui.screens.events_screen import EventsScreen
 from sparktui.ui.screens.help_screen import HelpScreen
 from sparktui.ui.screens.jobs import Jobs
-from sparktui.ui.screens.log_keys import LogKeys
 from sparktui.ui.screens.plan_screen import PlanScreen
 from sparktui.ui.screens.restart_screen import RestartChoice, RestartScreen
 from sparktui.ui.session import Session, secret_key
@@ -62,6 +64,8 @@ from sparktui.ui.widgets.recipe_pane import RecipePane
 from sparktui.ui.widgets.staging_panel import StagingPanel
 
 if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+
     from sparktui.backend.doctor import Finding
     from sparktui.backend.imagesync import SyncReport
     from sparktui.core.runstore import Run
@@ -71,14 +75,17 @@ TINY = 60  # below this: no recipes column either (the palette opens recipes): r
 SHORT = 32  # below this many rows (or when narrow) the nodes panel starts hidden: logs come first
 TOAST_CHARS = 120
 FAILURE_TOAST_DELAY = 0.6
-SEVERITY = {"info": "information", "warning": "warning", "error": "error"}
+SEVERITY: dict[str, SeverityLevel] = {"info": "information", "warning": "warning", "error": "error"}
 
 
-class MainScreen(LogKeys, Jobs):
+class MainScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = bindings()
     HORIZONTAL_BREAKPOINTS: list[tuple[int, str]] | None = [  # noqa: RUF012
         (0, "-tiny"), (TINY, "-narrow"), (NARROW, "-wide")]
     VERTICAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-short"), (SHORT, "-tall")]  # noqa: RUF012
+
+    busy: reactive[str | None] = reactive(None, init=False)
+    """The long action running now (up, stage, ...); one at a time."""
 
     def __init__(self, options: ConsoleOptions) -> None:
         super().__init__(id="main")
@@ -91,13 +98,7 @@ class MainScreen(LogKeys, Jobs):
         self._nodes_shown: bool | None = None  # the operator's choice (m), once made
         self.ready = asyncio.Event()  # the first recipe is open (tests wait on it)
         self._opening = asyncio.Lock()
-        self._route: dict[type[Event], Callable[[Event], None]] = {
-            LogBatch: self._log_batch, RankChanged: self._rank_changed,  # type: ignore[dict-item]
-            RunStarted: self._run_started, ChecksChanged: self._checks_changed,  # type: ignore[dict-item]
-            NodeChanged: self._node_changed, NodeTelemetry: self._node_sampled,  # type: ignore[dict-item]
-            Notice: self._notice, StagingProgress: self._staging,  # type: ignore[dict-item]
-            ImageSyncProgress: self._image_sync,  # type: ignore[dict-item]
-        }
+        self.jobs = Jobs(self)
 
     # -- layout ---------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -336,8 +337,29 @@ class MainScreen(LogKeys, Jobs):
 
     # -- backend events -------------------------------------------------------------------------
     def on_backend_event(self, message: BackendEvent) -> None:
-        if self.session is not None:
-            self._route[type(message.event)](message.event)
+        if self.session is None:
+            return
+        match message.event:
+            case LogBatch() as event:
+                self._log_batch(event)
+            case RankChanged() as event:
+                self._rank_changed(event)
+            case RunStarted() as event:
+                self._run_started(event)
+            case ChecksChanged() as event:
+                self._checks_changed(event)
+            case NodeChanged() as event:
+                self._node_changed(event)
+            case NodeTelemetry() as event:
+                self._node_sampled(event)
+            case Notice() as event:
+                self._notice(event)
+            case StagingProgress() as event:
+                self._staging(event)
+            case ImageSyncProgress() as event:
+                self._image_sync(event)
+            case _:
+                pass  # an event the console does not show
 
     def _run_started(self, event: RunStarted) -> None:
         self._show_run(event.run)
@@ -439,12 +461,75 @@ class MainScreen(LogKeys, Jobs):
             toast_text = toast_text[:TOAST_CHARS - 1] + "…"
         if toast_text != text:
             toast_text += "  (e: events)"
-        self.notify(toast_text, severity=SEVERITY.get(level, "information"),  # type: ignore[arg-type]
+        self.notify(toast_text, severity=SEVERITY.get(level, "information"),
                     timeout=8 if level == "error" else 4, markup=False)
+
+    # -- the log keys: what the log panel shows, and the panels beside it ------------------------
+    def action_grep(self) -> None:
+        self.logs.open_grep()
+
+    def action_next_match(self) -> None:
+        self.logs.step(True, self.ranks_table.selected_rank)
+
+    def action_prev_match(self) -> None:
+        self.logs.step(False, self.ranks_table.selected_rank)
+
+    def action_show_rank(self, rank: int) -> None:
+        if rank < 0:
+            self.logs.show_ranks(None)
+            return
+        if rank >= self.store.world:
+            self.notify(f"There is no rank {rank}", severity="warning", timeout=3, markup=False)
+            return
+        self.ranks_table.select(rank)
+        self.logs.show_ranks(rank)
+
+    def action_escape(self) -> None:
+        self.logs.escape()
+
+    async def action_toggle_grid(self) -> None:
+        await self.logs.toggle_grid(list(self.ranks_table.nodes))
+
+    def action_toggle_follow(self) -> None:
+        self.logs.toggle_follow()
+
+    def action_toggle_wrap(self) -> None:
+        self.logs.toggle_wrap()
+
+    def action_toggle_timestamps(self) -> None:
+        self.logs.toggle_timestamps()
+
+    def action_toggle_probes(self) -> None:
+        self.logs.toggle_probes()
+
+    def action_checks(self) -> None:
+        panel = self.checks_panel
+        if not panel.display:
+            panel.display = True
+            panel.focus()
+        elif not panel.has_focus:
+            panel.focus()
+        else:
+            panel.display = False
+            self.logs.focus_view()
+
+    def action_toggle_nodes(self) -> None:
+        self._nodes_shown = not self.nodes_panel.display
+        self.nodes_panel.display = self._nodes_shown
+
+    # -- long actions (``Jobs``) ----------------------------------------------------------------
+    def action_up(self) -> None:
+        self.jobs.up()
+
+    def action_stage(self) -> None:
+        self.jobs.stage()
+
+    def action_smoke(self) -> None:
+        self.jobs.smoke()
 
     # -- actions that ask first -----------------------------------------------------------------
     def action_restart(self) -> None:
-        session = self._need_session()
+        session = self.jobs.need_session()
         rank = self.ranks_table.selected_rank
         if session is None or rank is None:
             return
@@ -455,15 +540,15 @@ class MainScreen(LogKeys, Jobs):
 
         def chosen(choice: RestartChoice | None) -> None:
             if choice == "rank":
-                self._start(f"restart r{rank}", lambda: self.restart_rank(session, rank))
+                self.jobs.start(f"restart r{rank}", lambda: self.jobs.restart_rank(session, rank))
             elif choice == "group":
-                self._start("restart group", lambda: self.restart_group(session))
+                self.jobs.start("restart group", lambda: self.jobs.restart_group(session))
 
         node = session.plan.ranks[rank].node
         self.app.push_screen(RestartScreen(rank, node, session.world, session.tp), chosen)
 
     def action_down(self) -> None:
-        session = self._need_session()
+        session = self.jobs.need_session()
         if session is None:
             return
         if not any(self.state.has_container(r) for r in range(session.world)):
@@ -472,7 +557,7 @@ class MainScreen(LogKeys, Jobs):
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self._start("down", lambda: self.down(session))
+                self.jobs.start("down", lambda: self.jobs.down(session))
 
         body = (f"Stop and remove every rank's container of {session.slug} on "
                 f"{session.plan.cluster_name} ({session.world} rank(s)).\n\n"
@@ -480,7 +565,7 @@ class MainScreen(LogKeys, Jobs):
         self.app.push_screen(ConfirmScreen(f"down {session.slug}?", body, "Down"), answered)
 
     def action_doctor(self) -> None:
-        session = self._need_session()
+        session = self.jobs.need_session()
         if session is None:
             return
         live = self.options.live
@@ -488,7 +573,7 @@ class MainScreen(LogKeys, Jobs):
         async def run() -> list[Finding]:
             return await session.orch.doctor() if live else []
         def sync(done: Callable[[SyncReport | None], None]) -> bool:
-            return self.image_sync(session, done)
+            return self.jobs.image_sync(session, done)
         title = f"doctor · {session.slug} on {session.plan.cluster_name}"
         self.app.push_screen(DoctorScreen(title, run, sync if live and not session.plan.cluster_local
                                           else None))
@@ -508,13 +593,13 @@ class MainScreen(LogKeys, Jobs):
         self.app.push_screen(PlanScreen(plan, len(info.recipe.spec.args)))
 
     def action_add_check(self) -> None:
-        session = self._need_session()
+        session = self.jobs.need_session()
         if session is None:
             return
 
         def added(new: NewCheck | None) -> None:
             if new is not None:
-                self.add_check(session, new)
+                self.jobs.add_check(session, new)
 
         self.app.push_screen(AddCheckScreen(session.world), added)
 
@@ -528,10 +613,6 @@ class MainScreen(LogKeys, Jobs):
         next_theme = getattr(self.app, "next_theme", None)
         if callable(next_theme):
             next_theme()
-
-    async def action_quit(self) -> None:
-        await self.close_session()
-        self.app.exit()
 
     async def on_unmount(self) -> None:
         await self.close_session()

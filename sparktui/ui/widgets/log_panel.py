@@ -354,16 +354,31 @@ class LogPanel(Vertical):
             self.grep_input.value = text
         self._apply_filter(LineFilter.parse(text))
 
-    def step_match(self, forward: bool, rank: int | None = None) -> bool:
+    def step(self, forward: bool, rank: int | None = None) -> None:
         """The next (previous) match in the one view, or side by side in the focused pane (else
-        ``rank``'s)."""
+        ``rank``'s); a toast when there is none (or no grep)."""
+        if not self.model.line_filter.active:
+            self.app.notify("Grep first: press / and type a regex", severity="information", timeout=3,
+                            markup=False)
+            return
         view = self.view
         if self.model.grid:
             focused = next((v for v in self.panes.views if v.has_focus), None)
             view = focused or (self.panes.view(rank) if rank is not None else None) or view
-        found = view.step(forward)
+        if not view.step(forward):
+            self.app.notify("No more matches " + ("below" if forward else "above"), timeout=2,
+                            markup=False)
         self._shown_changed()  # the cursor on a line stops following
-        return found
+
+    def escape(self) -> None:
+        """Esc: clear the grep, else leave an excerpt for the live log, else follow again."""
+        m = self.model
+        if m.pending_filter.text or m.line_filter.text:
+            self.clear_grep()
+        elif m.excerpt is not None:
+            self.toggle_follow()  # leaves the excerpt for the live log
+        elif not all(view.follow for view in self.views()):
+            self.follow_all()
 
     # -- switches -------------------------------------------------------------------------------
     def toggle_follow(self) -> None:
