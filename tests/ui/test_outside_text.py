@@ -62,7 +62,7 @@ async def test_a_node_that_answers_with_escapes_shows_them_as_text() -> None:
     panel = NodesPanel()
     async with OneWidget(panel).run_test(size=(120, 6)) as pilot:
         panel.setup(["node1"])
-        panel.update_node(NodeTelemetry("node1", "unreachable", detail="ssh: \x1b[2J[/red]gone"))
+        panel.sample = NodeTelemetry("node1", "unreachable", detail="ssh: \x1b[2J[/red]gone")
         await pilot.pause()
         text = shown(panel)
         assert "ssh: \\x1b[2J[/red]gone" in text, text

@@ -397,7 +397,7 @@ class MainScreen(Screen[None]):
             self.report(*said)
 
     def _node_sampled(self, event: NodeTelemetry) -> None:
-        self.nodes_panel.update_node(event)
+        self.nodes_panel.sample = event
         for text in self.state.new_warnings(event):
             self.report("warning", text)
 
@@ -413,7 +413,7 @@ class MainScreen(Screen[None]):
     def _staging(self, p: StagingProgress) -> None:
         session = self.session
         assert session is not None
-        self.staging.update_progress(p)
+        self.staging.progress = p
         got = self.staging.fraction(p.node)
         if got is None:
             return
