@@ -170,13 +170,13 @@ class MainScreen(Screen[None]):
         self.infos = await asyncio.to_thread(load_catalog, opts.recipes_dirs, opts.cluster_path)
         recipes = self.query_one(RecipeList)
         slug = default_slug(self.infos, opts.recipe)
-        recipes.show_recipes(self.infos, None)
+        recipes.infos = tuple(self.infos)
         for info in self.infos:
             if not info.name_ok:
                 self.report("warning", info.name_sentence(), toast=False)
         if not self.infos:
             where = ", ".join(str(d) for d in opts.recipes_dirs) or "no recipes folder"
-            self.query_one(RecipePane).show_recipe(None)
+            self.query_one(RecipePane).info = None
             self.report("warning", f"no recipes found (looked in {where}); pass --recipes DIR")
             self.ready.set()
             return
@@ -193,7 +193,7 @@ class MainScreen(Screen[None]):
     @on(RecipeList.Highlighted)
     def _recipe_highlighted(self, event: RecipeList.Highlighted) -> None:
         self.highlighted = event.slug
-        self.query_one(RecipePane).show_recipe(self.info(event.slug))
+        self.query_one(RecipePane).info = self.info(event.slug)
 
     @on(RecipeList.Activated)
     def _recipe_activated(self, event: RecipeList.Activated) -> None:
@@ -234,9 +234,9 @@ class MainScreen(Screen[None]):
         if info is not None and not info.name_ok:
             return
         await self.close_session()
-        self.query_one(RecipeList).set_active(slug)
+        self.query_one(RecipeList).active = slug
         self.highlighted = slug
-        self.query_one(RecipePane).show_recipe(info)
+        self.query_one(RecipePane).info = info
         if self.options.remember:
             save_state({"recipe": slug})
         usable = info is not None and info.usable

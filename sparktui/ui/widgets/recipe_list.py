@@ -10,6 +10,7 @@ from typing import ClassVar
 from rich.style import Style
 from rich.text import Text
 from textual.message import Message
+from textual.reactive import var
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
@@ -46,18 +47,26 @@ class RecipeList(OptionList):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.infos: list[RecipeInfo] = []
-        self.active: str | None = None
         self._palette: tuple[Style, ...] = ()
+
+    infos: var[tuple[RecipeInfo, ...]] = var((), always_update=True, init=False)
+    """The recipes found, in the order listed."""
+    active: var[str | None] = var(None, init=False)
+    """The open recipe (marked ▸, highlighted when listed)."""
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
         if self.is_mounted and self.infos and palette(self) != self._palette:
-            self.show_recipes(self.infos, self.active)  # another theme: the marks' colours
+            self._paint()  # another theme: the marks' colours
 
-    def show_recipes(self, infos: list[RecipeInfo], active: str | None) -> None:
-        self.infos = infos
-        self.active = active
+    def watch_infos(self) -> None:
+        self._paint()
+
+    def watch_active(self) -> None:
+        self._paint()
+
+    def _paint(self) -> None:
+        infos, active = self.infos, self.active
         self._palette = palette(self)
         highlighted = self.highlighted
         self.clear_options()
@@ -67,9 +76,6 @@ class RecipeList(OptionList):
             self.highlighted = self.get_option_index(active)
         elif highlighted is not None and infos:
             self.highlighted = min(highlighted, len(infos) - 1)
-
-    def set_active(self, slug: str | None) -> None:
-        self.show_recipes(self.infos, slug)
 
     def _prompt(self, info: RecipeInfo) -> Text:
         def styled(name: str) -> Style:

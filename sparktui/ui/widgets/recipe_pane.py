@@ -12,6 +12,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
+from textual.reactive import var
 from textual.widgets import Static
 
 from sparktui.catalog import RecipeInfo
@@ -40,7 +41,6 @@ class RecipePane(VerticalScroll):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.info: RecipeInfo | None = None
         self._palette: tuple[Style, ...] = ()
 
     def compose(self) -> ComposeResult:
@@ -48,13 +48,15 @@ class RecipePane(VerticalScroll):
         yield Static(id="recipe-lint")
         yield Static(id="recipe-source")
 
+    info: var[RecipeInfo | None] = var(None, always_update=True, init=False)
+    """The recipe shown: the highlighted one (None: no recipe)."""
+
     def notify_style_update(self) -> None:
         super().notify_style_update()
         if self.is_mounted and palette(self) != self._palette:
-            self.show_recipe(self.info)  # another theme: the text's colours
+            self.watch_info(self.info)  # another theme: the text's colours
 
-    def show_recipe(self, info: RecipeInfo | None) -> None:
-        self.info = info
+    def watch_info(self, info: RecipeInfo | None) -> None:
         self._palette = palette(self)
         self.border_title = content(info.slug if info is not None else "recipe")
         self.query_one("#recipe-summary", Static).update(self._summary(info))
