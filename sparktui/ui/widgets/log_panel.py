@@ -23,6 +23,7 @@ from typing import Protocol
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widgets import Input
 
@@ -127,9 +128,11 @@ class LogPanel(Vertical):
         self._model_changed()
 
     def _model_changed(self) -> None:
-        if not self.is_mounted:
+        try:
+            bar = self.query_one(LogBar)
+        except NoMatches:  # not composed yet: on_mount paints
             return
-        self.query_one(LogBar).state = self.model.bar_state()
+        bar.state = self.model.bar_state()
         placeholder = self.model.placeholder()
         for view in self.views() or [self.view]:
             view.set_placeholder(placeholder)

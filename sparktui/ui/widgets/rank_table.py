@@ -80,6 +80,7 @@ class RankTable(CompactTable):
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
         self.clock = clock
         self.values: dict[int, dict[str, Cell]] = {}  # what each cell shows
+        self._ready = False  # mounting: the columns can be laid out
 
     @property
     def world(self) -> int:
@@ -91,6 +92,7 @@ class RankTable(CompactTable):
         return {snap.rank: snap.state for snap in self.snapshots if snap is not None}
 
     def on_mount(self) -> None:
+        self._ready = True
         self._rebuild()
         self.set_interval(1.0, self._paint)  # the uptime column
 
@@ -126,7 +128,7 @@ class RankTable(CompactTable):
 
     def _rebuild(self) -> None:
         """Columns and rows again (a few rows: cheap)."""
-        if not self.is_mounted:
+        if not self._ready:
             return
         cursor = self.cursor_row
         self.clear(columns=True)
@@ -143,7 +145,7 @@ class RankTable(CompactTable):
 
     def _paint(self) -> None:
         """The cells that changed since they were last drawn."""
-        if not self.is_mounted or not self.values:
+        if not self._ready or not self.values:
             return
         for rank in range(self.world):
             painted = self.values.get(rank)
