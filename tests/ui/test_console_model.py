@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import get_args
 
+from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.widget import Widget
 
 from sparktui.backend.events import NodeTelemetry, Notice, StagingProgress
 from sparktui.core.linefilter import LineFilter
-from sparktui.core.ranks import RankState
+from sparktui.core.ranks import RankSnapshot, RankState
 from sparktui.ui.formatting import STATE_COLOR, state_classes, state_css
 from sparktui.ui.logmodel import LogModel
 from sparktui.ui.logstore import LogStore
@@ -100,3 +101,29 @@ def test_every_rank_state_has_its_colour_and_component_class() -> None:
     assert set(STATE_COLOR) == states
     assert {f"rank-table--{s}" for s in states} <= RankTable.COMPONENT_CLASSES == state_classes("rank-table")
     assert all(f".rank-table--{s} " in state_css("rank-table") for s in states)
+
+
+class TableApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield RankTable(lambda: 100.0)
+
+
+async def test_the_rank_table_paints_the_snapshots_it_is_handed_and_restyles_on_a_theme_change() -> None:
+    app = TableApp()
+    async with app.run_test() as pilot:
+        table = app.query_one(RankTable)
+        table.nodes = ("a", "b")
+        table.snapshots = (RankSnapshot(0, "a", "ready", health=200, started=40.0, restarts=2), None)
+        table.checks = ({"passed": 3}, {})
+        await pilot.pause()
+        row = table.values[0]
+        assert [str(row[c]) for c in ("state", "health", "restarts", "up", "checks")] == \
+            ["ready", "200", "2", "1m00s", "3/3 ✓"]
+        assert str(table.values[1]["state"]) == "-" and table.states == {0: "ready"}
+        before = table.values[0]["state"]
+        assert isinstance(before, Text) and before.style
+        app.theme = "nord"  # another success colour: the cell is drawn again in it
+        await pilot.pause()
+        after = table.values[0]["state"]
+        assert isinstance(after, Text) and after.style != before.style
+        assert table.get_cell("0", "state") is after
