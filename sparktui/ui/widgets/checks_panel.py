@@ -59,7 +59,11 @@ class ChecksPanel(CompactTable):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        if self.is_mounted and self.checks is not None and palette(self) != self._palette:
+        if self.is_mounted:  # the component styles are updated after this call (rank_table)
+            self.call_later(self._restyle)
+
+    def _restyle(self) -> None:
+        if self.checks is not None and palette(self) != self._palette:
             self.watch_checks(self.checks)  # another theme: the marks' colours
 
     def watch_checks(self, checks: BootChecks | None) -> None:

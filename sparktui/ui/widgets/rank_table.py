@@ -124,7 +124,9 @@ class RankTable(CompactTable):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        self._paint()  # another theme: the cells whose colours changed
+        # another theme: the cells whose colours changed. Textual updates the component styles
+        # after this call (reading them here would cache the old ones): paint after it.
+        self.call_later(self._paint)
 
     def _rebuild(self) -> None:
         """Columns and rows again (a few rows: cheap)."""

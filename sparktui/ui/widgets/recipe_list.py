@@ -56,7 +56,11 @@ class RecipeList(OptionList):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        if self.is_mounted and self.infos and palette(self) != self._palette:
+        if self.is_mounted:  # the component styles are updated after this call (rank_table)
+            self.call_later(self._restyle)
+
+    def _restyle(self) -> None:
+        if self.infos and palette(self) != self._palette:
             self._paint()  # another theme: the marks' colours
 
     def watch_infos(self) -> None:

@@ -53,7 +53,11 @@ class RecipePane(VerticalScroll):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        if self.is_mounted and palette(self) != self._palette:
+        if self.is_mounted:  # the component styles are updated after this call (rank_table)
+            self.call_later(self._restyle)
+
+    def _restyle(self) -> None:
+        if palette(self) != self._palette:
             self.watch_info(self.info)  # another theme: the text's colours
 
     def watch_info(self, info: RecipeInfo | None) -> None:
