@@ -224,10 +224,10 @@ async def console_rounds(recipes: Path, args: argparse.Namespace) -> ConsoleResu
         main = app.main_screen
         await until(main.ready.is_set, 60, "the recipe to open")
         logs, store = main.logs, main.store
-        await until(lambda: logs.run is not None and all(len(store.lines(r)) == store.window
+        await until(lambda: logs.model.run is not None and all(len(store.lines(r)) == store.window
                                                          for r in range(WORLD)), 60, "the windows")
         res.window = store.window
-        run = logs.run
+        run = logs.model.run
         assert run is not None
         frames = Frames(app)
         marks: dict[str, float] = {}
@@ -246,10 +246,10 @@ async def console_rounds(recipes: Path, args: argparse.Namespace) -> ConsoleResu
         for i in range(args.repeat + 1):
             pattern = PATTERNS[i % 2]
             paths = [run.log(r).path for r in range(WORLD)]
-            first = frames.first(lambda p=pattern: logs.line_filter.text == p
+            first = frames.first(lambda p=pattern: logs.model.line_filter.text == p
                                  and len(logs.view.lines) >= rows)
-            full = frames.first(lambda p=pattern: logs.line_filter.text == p
-                                and (logs.counted or not logs.scanning))
+            full = frames.first(lambda p=pattern: logs.model.line_filter.text == p
+                                and (logs.model.counted or not logs.model.scanning))
             t0 = time.perf_counter()
             logs.apply_grep_now(pattern)
             typed: list[float] = []
@@ -275,7 +275,7 @@ async def console_rounds(recipes: Path, args: argparse.Namespace) -> ConsoleResu
                 res.first_screen.append(t_first - t0)
                 res.full_count.append(t_full - t0)
                 res.keys.extend(typed)
-                res.counts.append(logs.matches or 0)
+                res.counts.append(logs.model.matches or 0)
                 res.expected.append(await asyncio.to_thread(count_matches, paths, pattern))
         await app.action_quit()
     return res

@@ -311,12 +311,12 @@ async def count_check(main: Any, session: Any, world: int, res: Result) -> None:
     t0 = time.perf_counter()
     with contextlib.suppress(RuntimeError):
         await until(lambda: all(main.store.last_no(r) >= counts.get(r, 0) for r in range(world))
-                    and logs.matches == matching and not logs._pending, 30, "the console to catch up")
+                    and logs.model.matches == matching and not logs._pending, 30, "the console to catch up")
     res.drain_s = time.perf_counter() - t0
     res.stored = sum(main.store.last_no(r) for r in range(world))
     nos = [[line[2] for line in main.store.lines(r)] for r in range(world)]
     res.gaps = sum(1 for ns in nos for a, b in itertools.pairwise(ns) if b != a + 1)
-    res.matches_expected, res.matches_shown = matching, logs.matches or 0
+    res.matches_expected, res.matches_shown = matching, logs.model.matches or 0
     res.missing = {r: counts.get(r, 0) - main.store.last_no(r) for r in range(world)
                    if main.store.last_no(r) != counts.get(r, 0)}
 
@@ -373,9 +373,10 @@ async def measure(recipes: Path, args: argparse.Namespace, gcw: GcWatch) -> Resu
         await until(lambda: logs.grep_input.has_focus, 10, "the grep input")
         for ch in GREP:
             send_key(app, ch)
-        await until(lambda: logs.pending_filter.text == GREP, 10, "the pattern typed")
+        await until(lambda: logs.model.pending_filter.text == GREP, 10, "the pattern typed")
         send_key(app, "enter")
-        await until(lambda: logs.line_filter.text == GREP and not logs.scanning and logs.view.has_focus,
+        await until(lambda: logs.model.line_filter.text == GREP and not logs.model.scanning
+                    and logs.view.has_focus,
                     60, "the grep applied")
         res.grep_s = time.perf_counter() - t_grep
         print(f"ui_flood: grep {GREP!r} applied in {res.grep_s:.2f} s; measuring for {args.seconds:g} s",
@@ -384,7 +385,7 @@ async def measure(recipes: Path, args: argparse.Namespace, gcw: GcWatch) -> Resu
         probe = FrameProbe(app)
         period = 1.0 / args.rate
         received0 = sum(main.store.last_no(r) for r in range(args.ranks))
-        matches0 = logs.matches or 0
+        matches0 = logs.model.matches or 0
         frames0 = probe.frames
         cpu0 = time.process_time()
         rank_pids = leftover_pids(os.environ["XDG_STATE_HOME"])
@@ -425,7 +426,7 @@ async def measure(recipes: Path, args: argparse.Namespace, gcw: GcWatch) -> Resu
                          if table.states.get(r) != "ready"}
         received = sum(main.store.last_no(r) for r in range(args.ranks)) - received0
         res.lines_per_s = received / res.seconds
-        res.matches_per_s = ((logs.matches or 0) - matches0) / res.seconds
+        res.matches_per_s = ((logs.model.matches or 0) - matches0) / res.seconds
         res.fps = (probe.frames - frames0) / res.seconds
         res.behind = await asyncio.to_thread(unread_lines, session)
         run = session.orch.run

@@ -119,6 +119,13 @@ class ConsoleState:
         snap = self.ranks.get(rank)
         return snap is not None and snap.has_container
 
+    def snapshots(self, world: int) -> tuple[RankSnapshot | None, ...]:
+        """Each rank's last snapshot, by rank (None: nothing reported yet): the rank table's."""
+        return tuple(self.ranks.get(rank) for rank in range(world))
+
+    def check_summaries(self, world: int, need_run: bool = True) -> tuple[dict[str, int], ...]:
+        return tuple(self.check_summary(rank, need_run) for rank in range(world))
+
     def check_summary(self, rank: int, need_run: bool = True) -> dict[str, int]:
         """The rank's check counts; none before a run exists (nothing can pass yet)."""
         if self.checks is None or (need_run and self.run_id is None):

@@ -1,22 +1,66 @@
-"""Small text helpers shared by the widgets: durations, progress bars, check marks."""
+"""Small text helpers shared by the widgets: durations, progress bars, check marks, and the
+component classes that colour a rank state.
+
+Colours are the theme's, through each widget's ``COMPONENT_CLASSES`` (Textual resolves them and
+restyles on a theme change): a widget styles Rich text with ``ink(widget, name)``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from rich.style import Style
+from textual.widget import Widget
+
+from sparktui.core.ranks import RankState
 from sparktui.core.units import format_bytes
 
-# Theme variable for each rank state's colour.
-STATE_COLOR: dict[str, str] = {
-    "ready": "success", "failed": "error", "booting": "warning", "creating": "warning",
-    "restarting": "accent", "staging": "primary", "stopped": "text-muted", "pending": "text-muted",
+MUTED = "$foreground 60%"
+"""Muted text: the foreground at 60 % over the surface, as every panel drew it (Textual's own
+``$text-muted`` is ``auto 60%``, a contrast colour: another shade). A component over another
+background (the log bar, the rank detail on ``$panel``) also says ``background: $surface`` so
+the shade is the same; ``ink`` keeps only the colour."""
+
+
+
+def muted_css(text: str) -> str:
+    """CSS in which ``$muted`` is ``MUTED`` (no theme defines such a variable)."""
+    return text.replace("$muted", MUTED)
+
+
+STATE_COLOR: dict[RankState, str] = {
+    "ready": "$success", "failed": "$error", "booting": "$warning", "creating": "$warning",
+    "restarting": "$accent", "staging": "$primary", "stopped": MUTED, "pending": MUTED,
 }
+"""The colour of each rank state (ready and failed also bold)."""
+STATE_BOLD: frozenset[RankState] = frozenset({"failed", "ready"})
 
 
-def state_style(state: str, variables: Mapping[str, str]) -> str:
-    color = variables.get(STATE_COLOR.get(state, ""), "")
-    bold = "bold " if state in ("failed", "ready") else ""
-    return f"{bold}{color}".strip()
+def state_classes(prefix: str) -> set[str]:
+    """A widget's component classes for the rank states: ``{prefix}--ready``, ..."""
+    return {f"{prefix}--{state}" for state in STATE_COLOR}
+
+
+def state_css(prefix: str, *, surface: bool = False) -> str:
+    """CSS rules for ``state_classes(prefix)`` (``surface``: the widget is not on ``$surface``)."""
+    under = " background: $surface;" if surface else ""
+    return "\n".join(
+        f"& > .{prefix}--{state} {{ color: {color};{under}"
+        f"{' text-style: bold;' if state in STATE_BOLD else ''} }}"
+        for state, color in STATE_COLOR.items())
+
+
+def ink(widget: Widget, name: str) -> Style:
+    """Component ``name``'s colour and text style, without its background: text drawn on rows
+    whose background the widget paints itself (a table's cursor row, the log bar)."""
+    style = widget.get_component_rich_style(name)
+    return Style(color=style.color, bold=style.bold, italic=style.italic)
+
+
+def palette(widget: Widget) -> tuple[Style, ...]:
+    """Every component style of ``widget``: text built with them is built again when this
+    changes (another theme), not at every style update (focus moves update styles too)."""
+    return tuple(ink(widget, name) for name in sorted(widget.COMPONENT_CLASSES))
 
 
 def uptime(seconds: float | None) -> str:
@@ -52,7 +96,7 @@ def rate(bytes_per_s: float) -> str:
     return f"{format_bytes(bytes_per_s)}/s" if bytes_per_s > 0 else "-"
 
 
-def checks_text(summary: Mapping[str, int]) -> tuple[str, str]:
+def checks_text(summary: Mapping[str, int]) -> tuple[str, RankState]:
     """``11/11 ✓``, ``4/6 …`` or ``3/6 ✗1``, and the state it shows (for colour)."""
     total = sum(summary.values())
     passed, failed = summary.get("passed", 0), summary.get("failed", 0)

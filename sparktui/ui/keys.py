@@ -75,7 +75,7 @@ KEYS: tuple[KeySpec, ...] = (
     KeySpec("theme", "t", "next_theme", "theme", "Switch to the next theme", "Console", show=True,
             title="Next theme"),
     KeySpec("help", "question_mark", "help", "help", "Help: every key", "Console", show=True),
-    KeySpec("quit", "q", "quit", "quit", "Quit (containers keep running)", "Console", show=True),
+    KeySpec("quit", "q", "app.quit", "quit", "Quit (containers keep running)", "Console", show=True),
 )
 
 RANK_KEYS: tuple[KeySpec, ...] = tuple(

@@ -30,7 +30,6 @@ from sparktui.ui.app import SparkApp
 from sparktui.ui.keys import ALL_KEYS
 from sparktui.ui.options import ConsoleOptions
 from sparktui.ui.screens.confirm_screen import ConfirmScreen
-from sparktui.ui.screens.main_screen import MainScreen
 from tests.ui.conftest import wait_for
 
 QUIT = {"quit"}  # quitting ends the run: not drawn (the palette's quit is counted, not run)
@@ -182,14 +181,8 @@ class FuzzApp(SparkApp):
 
     @classmethod
     def made(cls, options: ConsoleOptions, monkeypatch: pytest.MonkeyPatch) -> FuzzApp:
-        """The app, with the main screen's ``q`` counted too instead of quitting."""
-        app = cls(options)
-
-        async def no_quit(screen: MainScreen) -> None:
-            app.quits += 1
-
-        monkeypatch.setattr(MainScreen, "action_quit", no_quit)
-        return app
+        """The app; the main screen's ``q`` is the app's quit (``app.quit``), counted too."""
+        return cls(options)
 
 
 async def take_down(pilot: Pilot[None], *, busy_timeout: float = 60) -> None:

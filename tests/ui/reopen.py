@@ -37,9 +37,9 @@ async def grep_then_rank(pilot: Pilot[None], main: MainScreen, pattern: str, ran
     await fuzz.press(pilot.app, "slash")
     await wait_for(pilot, lambda: main.logs.grep_input.has_focus, 5, "the grep input")
     await fuzz.press(pilot.app, *pattern, "enter")
-    await wait_for(pilot, lambda: main.logs.line_filter.text == pattern, 5, "the grep")
+    await wait_for(pilot, lambda: main.logs.model.line_filter.text == pattern, 5, "the grep")
     await fuzz.press(pilot.app, str(rank + 1))
-    await wait_for(pilot, lambda: main.logs.shown == rank, 5, f"rank {rank}'s log")
+    await wait_for(pilot, lambda: main.logs.model.shown == rank, 5, f"rank {rank}'s log")
 
 
 def opened(main: MainScreen, slug: str) -> bool:
@@ -50,4 +50,4 @@ def opened(main: MainScreen, slug: str) -> bool:
 
 def view(main: MainScreen) -> tuple[object, ...]:
     logs = main.logs
-    return (main.session, logs.line_filter.text, logs.shown, main.store.run_id)
+    return (main.session, logs.model.line_filter.text, logs.model.shown, main.store.run_id)

@@ -67,14 +67,14 @@ async def test_a_match_only_in_the_history_is_found_and_counted(long_run: Path) 
         assert not store.complete(2) and not any(NEEDLE in line[TEXT] for line in store.lines(2))
 
         await pilot.press("slash", *"needle only", "enter")
-        await wait_for(pilot, lambda: logs.line_filter.text == "needle only" and not logs.scanning,
+        await wait_for(pilot, lambda: logs.model.line_filter.text == "needle only" and not logs.model.scanning,
                        20, "the grep over the run's files")
-        assert logs.matches == 1
+        assert logs.model.matches == 1
         assert [(line[RANK], line[NO], line[TEXT]) for line in logs.view.lines] == [(2, 1235, f"{NEEDLE} 1234")]
 
         logs.apply_grep_now("zqmarker")  # 30 per rank, every one outside the window
-        await wait_for(pilot, lambda: not logs.scanning, 20, "the second scan")
-        assert logs.matches == 4 * HISTORY // 100
+        await wait_for(pilot, lambda: not logs.model.scanning, 20, "the second scan")
+        assert logs.model.matches == 4 * HISTORY // 100
         assert len(logs.view.lines) == WINDOW  # the newest window of matches is held
         assert logs.view.lines == sorted(logs.view.lines)  # capture order across the ranks
         bar = str(logs.query_one("#log-bar").render())
@@ -82,8 +82,8 @@ async def test_a_match_only_in_the_history_is_found_and_counted(long_run: Path) 
 
         before = written(long_run)
         logs.apply_grep_now("!old line")  # inverted: every line the demo wrote, and the needle
-        await wait_for(pilot, lambda: not logs.scanning, 20, "the inverted scan")
-        assert logs.matches is not None and before + 1 <= logs.matches <= written(long_run) + 1
+        await wait_for(pilot, lambda: not logs.model.scanning, 20, "the inverted scan")
+        assert logs.model.matches is not None and before + 1 <= logs.model.matches <= written(long_run) + 1
         await pilot.press("q")
 
 
@@ -106,15 +106,15 @@ async def test_opening_the_grep_starts_its_scanners_and_closing_it_ends_them(
         main = app.main_screen
         await wait_for(pilot, main.ready.is_set, 20, "the demo recipe to open")
         logs = main.logs
-        await wait_for(pilot, lambda: logs.run is not None, 20, "the run")
+        await wait_for(pilot, lambda: logs.model.run is not None, 20, "the run")
         assert scanner_children() == []
         await pilot.press("slash")
         ahead = {p.name for p in scanners_once(min(len(os.sched_getaffinity(0)), 4))}
         assert len(ahead) == min(len(os.sched_getaffinity(0)), 4) >= 1
         await pilot.press(*"needle only", "enter")
-        await wait_for(pilot, lambda: logs.line_filter.text == "needle only" and not logs.scanning,
+        await wait_for(pilot, lambda: logs.model.line_filter.text == "needle only" and not logs.model.scanning,
                        20, "the grep over the run's files")
-        assert logs.matches == 1
+        assert logs.model.matches == 1
         ready = {p.name for p in scanners_once(len(ahead))}  # made again for the next pattern
         assert len(ready) == len(ahead) and not ready & ahead
         await pilot.press("slash", "escape")

@@ -69,7 +69,7 @@ async def test_keys_reach_the_screen_while_a_backtracking_grep_runs(recipes: Pat
             # keys pause, and filters its window then (where Python's re took 2.95 s a line)
             for n, ch in enumerate(pattern, 1):
                 await key(ch, lambda p=pattern[:n]: logs.grep_input.value == p)
-            done = frames.first(lambda p=pattern: logs.line_filter.text == p and not logs.scanning)
+            done = frames.first(lambda p=pattern: logs.model.line_filter.text == p and not logs.model.scanning)
             moves = 0
             while not done.done() or moves < 12:  # the cursor moved while it filters and scans
                 end = len(logs.grep_input.value)
@@ -78,7 +78,7 @@ async def test_keys_reach_the_screen_while_a_backtracking_grep_runs(recipes: Pat
                 moves += 1
             await asyncio.wait_for(done, 10.0)
             if pattern == "(a+)+!$":  # the same answers as before: every line of a, and only those
-                assert logs.matches is not None and logs.matches >= 4 * A_LINES
+                assert logs.model.matches is not None and logs.model.matches >= 4 * A_LINES
                 assert all(line[TEXT] == aaa for line in logs.view.lines)
         p95 = statistics.quantiles(typed, n=20)[-1]
         print(f"keys to screen p95 {p95 * 1000:.1f} ms over {len(typed)} keys")

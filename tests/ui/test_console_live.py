@@ -6,6 +6,7 @@ import socket
 from collections.abc import Callable
 
 from sparktui.ui.app import SparkApp
+from sparktui.ui.formatting import checks_text
 from sparktui.ui.logstore import RANK, TEXT
 from sparktui.ui.screens.add_check_screen import AddCheckScreen
 from sparktui.ui.screens.confirm_screen import ConfirmScreen
@@ -37,14 +38,14 @@ async def test_up_grep_add_check_restart_down(live_app: Callable[[], SparkApp]) 
 
         # g: side by side, a pane per rank, each live; g again: the merged view
         await pilot.press("g")
-        await wait_for(pilot, lambda: main.logs.grid and len(main.logs.panes.views) == 4, 5, "4 panes")
+        await wait_for(pilot, lambda: main.logs.model.grid and len(main.logs.panes.views) == 4, 5, "4 panes")
         panes = main.logs.panes.views
         assert [{ln[RANK] for ln in pane.lines} for pane in panes] == [{0}, {1}, {2}, {3}]
         counts = [len(pane.lines) for pane in panes]
         await wait_for(pilot, lambda: all(len(p.lines) > c for p, c in zip(panes, counts, strict=True)),
                        10, "new lines in every pane")
         await pilot.press("g")
-        assert not main.logs.grid and {line[RANK] for line in main.logs.view.lines} == {0, 1, 2, 3}
+        assert not main.logs.model.grid and {line[RANK] for line in main.logs.view.lines} == {0, 1, 2, 3}
 
         # boot checks: every check passed on every rank
         await wait_for(pilot, lambda: all(orch.checks.rank_summary(r)["pending"] == 0 for r in range(4)),
@@ -52,12 +53,12 @@ async def test_up_grep_add_check_restart_down(live_app: Callable[[], SparkApp]) 
         for r in range(4):
             summary = orch.checks.rank_summary(r)
             assert summary["failed"] == 0 and summary["passed"] > 0, summary
-            assert table.check_states[r][1] == "ready"
+            assert checks_text(table.checks[r])[1] == "ready"
 
         # / regex: hides the rest, counts matches; bad regex shows an error and no crash
         await pilot.press("slash")
         await pilot.press(*"rendezvous ok: world=4")
-        await wait_for(pilot, lambda: main.logs.matches == 4, 5, "4 grep matches")
+        await wait_for(pilot, lambda: main.logs.model.matches == 4, 5, "4 grep matches")
         assert len(main.logs.view.lines) == 4
         assert all("rendezvous ok" in line[TEXT] for line in main.logs.view.lines)
         await pilot.press("enter")
@@ -67,13 +68,13 @@ async def test_up_grep_add_check_restart_down(live_app: Callable[[], SparkApp]) 
         assert main.logs.view.cursor == 0
         main.logs.apply_grep_now("![")
         await pilot.pause(0.1)
-        assert main.logs.pending_filter.error is not None
+        assert main.logs.model.pending_filter.error is not None
         main.logs.apply_grep_now("!tick")
         await pilot.pause(0.1)
         assert main.logs.view.lines and all("tick" not in ln[TEXT] for ln in main.logs.view.lines)
         await pilot.press("escape")
         await pilot.pause(0.1)
-        assert not main.logs.line_filter.active and main.logs.matches is None
+        assert not main.logs.model.line_filter.active and main.logs.model.matches is None
 
         # + adds a check that passes on lines captured before it existed
         await pilot.press("plus")
@@ -97,7 +98,7 @@ async def test_up_grep_add_check_restart_down(live_app: Callable[[], SparkApp]) 
         # r on rank 1, confirmed "rank only": only rank 1 gets a new container
         before = {info.rank: info.container_id for info in orch.ranks}
         await pilot.press("2")
-        assert table.selected_rank == 1 and main.logs.shown == 1
+        assert table.selected_rank == 1 and main.logs.model.shown == 1
         await pilot.press("r")
         await wait_for(pilot, lambda: isinstance(app.screen, RestartScreen), 5, "restart dialog")
         assert "TP4 group" in str(app.screen.query_one("#explain").render())

@@ -35,7 +35,7 @@ async def test_reopening_each_shipped_recipe_keeps_the_view(tmp_path: Path) -> N
             assert reopen.view(main) == before, slug
             assert app.screen is main
             await fuzz.press(app, "escape")  # clears the grep for the next one
-            await wait_for(pilot, lambda: not main.logs.line_filter.text, 5, "the grep cleared")
+            await wait_for(pilot, lambda: not main.logs.model.line_filter.text, 5, "the grep cleared")
         # back and forth between two recipes that stage on the same nodes: rows re-mounted
         seed = "dsv41-flash-4x-mia"
         for slug in (seed, "demo-tp4", seed, seed):

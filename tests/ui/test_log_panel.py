@@ -65,7 +65,7 @@ async def test_a_rebuild_drops_what_was_waiting_without_losing_or_doubling_it() 
         assert len(view.lines) == 5
         panel.apply_grep_now("odd")  # rebuilds from the store, which has all ten
         await pilot.pause(FLUSH_S * 2)
-        assert [ln[NO] for ln in view.lines] == [1, 3, 5, 7, 9] and panel.matches == 5
+        assert [ln[NO] for ln in view.lines] == [1, 3, 5, 7, 9] and panel.model.matches == 5
 
 
 async def test_grep_holds_the_newest_window_of_matches_and_counts_them_all() -> None:
@@ -76,7 +76,7 @@ async def test_grep_holds_the_newest_window_of_matches_and_counts_them_all() -> 
                 feed(panel, rank, 1 + tick * 10, 10, tick)
             await pilot.pause(FLUSH_S * 1.5)
         await pilot.pause(FLUSH_S * 2)
-        assert panel.matches == 200  # every match of both ranks was counted
+        assert panel.model.matches == 200  # every match of both ranks was counted
         assert len(view.lines) <= 40  # but only a window's worth is held
         assert view.lines[-1][NO] == 200 and all(ln[NO] % 2 == 0 for ln in view.lines)
         panel.clear_grep()
@@ -91,7 +91,7 @@ async def test_side_by_side_a_pane_per_rank_in_a_grid() -> None:
         await pilot.pause()
         grid = panel.panes.query_one(Grid)
         assert (grid.styles.grid_size_columns, grid.styles.grid_size_rows) == (2, 2)
-        assert not view.display and panel.grid
+        assert not view.display and panel.model.grid
         panes = panel.panes.views
         assert [{ln[RANK] for ln in pane.lines} for pane in panes] == [{0}, {1}, {2}, {3}]
         assert all(len(pane.lines) == 6 and not pane.prefix for pane in panes)
@@ -101,13 +101,13 @@ async def test_side_by_side_a_pane_per_rank_in_a_grid() -> None:
         assert [len(pane.lines) for pane in panes] == [6, 6, 9, 6]
         panel.apply_grep_now("even")  # every pane filtered, the count over all of them
         await pilot.pause()
-        assert panel.matches == 3 + 3 + 4 + 3
+        assert panel.model.matches == 3 + 3 + 4 + 3
         assert all(ln[NO] % 2 == 0 for pane in panes for ln in pane.lines)
         panel.toggle_wrap()
         assert all(pane.wrap for pane in panes)
         panel.show_ranks(1)  # one rank's log: back to the one view
         await pilot.pause()
-        assert not panel.grid and view.display and {ln[RANK] for ln in view.lines} == {1}
+        assert not panel.model.grid and view.display and {ln[RANK] for ln in view.lines} == {1}
 
 
 async def test_side_by_side_beyond_eight_ranks_is_tabs() -> None:
@@ -123,4 +123,4 @@ async def test_side_by_side_beyond_eight_ranks_is_tabs() -> None:
         assert tabs.active == "rank-tab-9"
         assert [{ln[RANK] for ln in pane.lines} for pane in panel.panes.views] == [{r} for r in range(10)]
         await panel.toggle_grid([])  # g again: the merged view
-        assert not panel.grid and len(panel.view.lines) == 20
+        assert not panel.model.grid and len(panel.view.lines) == 20

@@ -93,9 +93,9 @@ async def test_the_panel_hides_probe_lines_counts_them_and_h_shows_them() -> Non
         panel.show_ranks(None)
         panel.apply_grep_now("GET /health")  # a grep searches every line, probes included
         await pilot.pause(0.1)
-        assert len(view.lines) == 3 and panel.matches == 3 and bar.state.hidden == 0
+        assert len(view.lines) == 3 and panel.model.matches == 3 and bar.state.hidden == 0
         panel.clear_grep()
         assert len(view.lines) == 2 and bar.state.hidden == 4
 
         assert panel.jump_to(0, 2)  # a check's line that is a probe's: shown, not lost
-        assert not panel.hide_probes and view.lines[view.cursor or 0][TEXT] == PROBE
+        assert not panel.model.hide_probes and view.lines[view.cursor or 0][TEXT] == PROBE

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
+from rich.style import Style
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -18,7 +19,6 @@ from sparktui.backend.doctor import Finding
 from sparktui.backend.events import ImageSyncProgress
 from sparktui.backend.imagesync import SyncReport, progress_sentence
 from sparktui.core.controls import visible
-from sparktui.ui.colors import theme_colors
 from sparktui.ui.outside import content
 from sparktui.ui.screens.dialog import Dialog
 
@@ -118,8 +118,7 @@ class DoctorScreen(Dialog[None]):
         except Exception as exc:  # the doctor itself failed: say so, keep the screen
             if self.closed:
                 return
-            error = theme_colors(self.app.theme_variables).get("error", "red")
-            status.update(Text(visible(f"doctor failed: {exc}"), error))
+            status.update(Text(visible(f"doctor failed: {exc}"), self.ink("error")))
             self.query_one(LoadingIndicator).display = False
             return
         self.show_findings(findings)
@@ -136,11 +135,10 @@ class DoctorScreen(Dialog[None]):
         for label, key, width in (("node", "node", node_w), ("check", "check", check_w), ("", "verdict", 1),
                                   ("finding", "finding", max(20, room))):
             table.add_column(label, key=key, width=width)
-        v = theme_colors(self.app.theme_variables)
         for f in findings:
             mark, color = MARKS.get(f.verdict, ("?", ""))
             table.add_row(Text(visible(f.node)), Text(visible(f.check)),
-                          Text(mark, f"bold {v.get(color, '')}".strip()),
+                          Text(mark, (self.ink(color) if color else Style()) + Style(bold=True)),
                           Text(visible(f.sentence)), height=None)  # may quote a node
         counts = {k: sum(1 for f in findings if f.verdict == k) for k in MARKS}
         hint = " · s copies the image to the nodes that lack it" if self.sync is not None and \

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -12,7 +13,6 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static
 
 from sparktui.core.controls import visible
-from sparktui.ui.colors import theme_colors
 from sparktui.ui.console_state import NoticeRecord
 from sparktui.ui.screens.dialog import Dialog
 
@@ -37,14 +37,14 @@ class EventsScreen(Dialog[None]):
         self.query_one("#events-scroll", VerticalScroll).scroll_end(animate=False)
 
     def _text(self) -> Text:
-        v = theme_colors(self.app.theme_variables)
         if not self.events:
-            return Text("Nothing happened yet.", v.get("text-muted", ""))
+            return Text("Nothing happened yet.", self.ink("muted"))
         text = Text()
         for i, ev in enumerate(self.events):
             if i:
                 text.append("\n")
-            text.append(f"{ev.when} ", v.get("text-muted", ""))
-            text.append(f"{ev.level:<7} ", f"bold {v.get(LEVEL_COLOR.get(ev.level, ''), '')}".strip())
+            text.append(f"{ev.when} ", self.ink("muted"))
+            level = LEVEL_COLOR.get(ev.level)
+            text.append(f"{ev.level:<7} ", (self.ink(level) if level else Style()) + Style(bold=True))
             text.append(visible(ev.text))  # nodes' and engines' words (report wrote them out)
         return text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -11,7 +12,6 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static
 
-from sparktui.ui.colors import theme_colors
 from sparktui.ui.keys import ALL_KEYS, KEYS, RANK_KEYS, KeySpec, effective_key
 from sparktui.ui.screens.dialog import Dialog
 
@@ -44,11 +44,10 @@ class HelpScreen(Dialog[None]):
         return " ".join(self.app.get_key_display(Binding(k.strip(), "")) for k in keys)
 
     def _keys(self) -> Table:
-        v = theme_colors(self.app.theme_variables)
         table = Table.grid(padding=(0, 2))
-        table.add_column(style=f"bold {v.get('accent', '')}".strip(), no_wrap=True, justify="right")
+        table.add_column(style=self.ink("accent") + Style(bold=True), no_wrap=True, justify="right")
         table.add_column()
-        table.add_column(style=v.get("text-muted", ""), no_wrap=True)
+        table.add_column(style=self.ink("muted"), no_wrap=True)
         groups: dict[str, list[KeySpec]] = {}
         for spec in KEYS:
             groups.setdefault(spec.group, []).append(spec)
@@ -67,5 +66,4 @@ class HelpScreen(Dialog[None]):
         return table
 
     def _tips(self) -> Text:
-        muted = theme_colors(self.app.theme_variables).get("text-muted", "")
-        return Text("\n".join(f"• {tip}" for tip in TIPS), muted)
+        return Text("\n".join(f"• {tip}" for tip in TIPS), self.ink("muted"))

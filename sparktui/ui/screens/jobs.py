@@ -1,61 +1,50 @@
-"""The console's long actions: each runs as a worker, one at a time, while the screen stays
-live (``busy`` names the one running). The main screen opens the dialogs that ask first and
-hands the answer to these jobs.
+"""The console's long actions: each runs as a worker of the main screen, one at a time, while
+the screen stays live (its ``busy`` names the one running). The screen owns a ``Jobs``, opens
+the dialogs that ask first and hands the answer to it.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-
-from textual import work
-from textual.reactive import reactive
-from textual.screen import Screen
+from typing import TYPE_CHECKING
 
 from sparktui.backend.imagesync import ImageMismatch, SyncReport, short
 from sparktui.core.errors import sentence
-from sparktui.ui.console_state import ConsoleState
-from sparktui.ui.options import ConsoleOptions
 from sparktui.ui.screens.add_check_screen import NewCheck
 from sparktui.ui.session import Session
-from sparktui.ui.widgets.checks_panel import ChecksPanel
+
+if TYPE_CHECKING:
+    from sparktui.ui.screens.main_screen import MainScreen
 
 
-class Jobs(Screen[None]):
-    """The base of the main screen that runs its jobs."""
+class Jobs:
+    """The main screen's long actions; the screen reports what they say."""
 
-    busy: reactive[str | None] = reactive(None, init=False)
-    """The long action running now (up, stage, ...); one at a time."""
+    def __init__(self, screen: MainScreen) -> None:
+        self.screen = screen
+        self.report = screen.report
+        self.notify = screen.notify
 
-    options: ConsoleOptions
-    state: ConsoleState
-    session: Session | None
-
-    def report(self, level: str, text: str, short: str | None = None, toast: bool = True) -> None:
-        raise NotImplementedError
-
-    def refresh_checks(self) -> None:
-        raise NotImplementedError
-
-    def _need_session(self) -> Session | None:
-        if self.session is None:
+    def need_session(self) -> Session | None:
+        if self.screen.session is None:
             self.notify("Open a recipe first (Recipes: ↑↓ then enter)", severity="warning", markup=False)
-        return self.session
+        return self.screen.session
 
-    def _start(self, name: str, job: Callable[[], Awaitable[None]]) -> bool:
+    def start(self, name: str, job: Callable[[], Awaitable[None]]) -> bool:
         """Run ``job`` unless another action runs; False (and a toast saying why) when not."""
-        if self.busy:
-            self.notify(f"{self.busy} is still running", severity="warning", markup=False)
+        screen = self.screen
+        if screen.busy:
+            self.notify(f"{screen.busy} is still running", severity="warning", markup=False)
             return False
-        if not self.options.live:
+        if not screen.options.live:
             self.notify(f"{name}: this console does not drive a cluster", severity="warning", markup=False)
             return False
-        self.busy = name
-        self._run_job(name, job)
+        screen.busy = name
+        screen.run_worker(self._run(name, job), group="actions", exit_on_error=False)
         return True
 
-    @work(group="actions", exit_on_error=False)
-    async def _run_job(self, name: str, job: Callable[[], Awaitable[None]]) -> None:
+    async def _run(self, name: str, job: Callable[[], Awaitable[None]]) -> None:
         try:
             await job()
         except asyncio.CancelledError:
@@ -63,10 +52,10 @@ class Jobs(Screen[None]):
         except Exception as exc:
             self.report("error", f"{name}: {sentence(exc)}")
         finally:
-            self.busy = None
+            self.screen.busy = None
 
-    def action_up(self) -> None:
-        session = self._need_session()
+    def up(self) -> None:
+        session = self.need_session()
         if session is None:
             return
 
@@ -84,10 +73,10 @@ class Jobs(Screen[None]):
             session.attached = True
             if not session.orch.failures():
                 self.report("info", f"{session.slug}: launched {session.world} rank(s)")
-        self._start("up", up)
+        self.start("up", up)
 
-    def action_stage(self) -> None:
-        session = self._need_session()
+    def stage(self) -> None:
+        session = self.need_session()
         if session is None:
             return
         if not session.plan.staging:
@@ -102,17 +91,17 @@ class Jobs(Screen[None]):
                 self.report("error", r.error or f"{r.node}: staging failed")
             if not bad:
                 self.report("info", f"staging done on {len(results)} node(s)")
-        self._start("stage", stage)
+        self.start("stage", stage)
 
-    def action_smoke(self) -> None:
-        session = self._need_session()
+    def smoke(self) -> None:
+        session = self.need_session()
         if session is None:
             return
 
         async def smoke() -> None:
             result = await session.orch.smoke()
             self.report("info", f"smoke ok: {result.sentence()}")
-        self._start("smoke", smoke)
+        self.start("smoke", smoke)
 
     def image_sync(self, session: Session, done: Callable[[SyncReport | None], None]) -> bool:
         """Copy the recipe's image to the nodes that lack it or hold another build (the doctor's
@@ -133,7 +122,7 @@ class Jobs(Screen[None]):
                 where = ", ".join(report.copied) or "no node (every node had it)"
                 self.report("info", f"image sync: copied to {where}; every node has "
                                     f"{report.image} {short(report.source_id)}")
-        return self._start("image sync", sync)
+        return self.start("image sync", sync)
 
     async def restart_rank(self, session: Session, rank: int) -> None:
         await session.orch.restart(rank)
@@ -147,18 +136,21 @@ class Jobs(Screen[None]):
         await session.orch.down()
         self.report("info", f"{session.slug}: every rank stopped and removed")
 
-    @work(group="checks", exit_on_error=False)
-    async def add_check(self, session: Session, new: NewCheck) -> None:
+    def add_check(self, session: Session, new: NewCheck) -> None:
         """Add a check; the Orchestrator evaluates it on everything already captured, then live."""
+        self.screen.run_worker(self._add_check(session, new), group="checks", exit_on_error=False)
+
+    async def _add_check(self, session: Session, new: NewCheck) -> None:
         try:
             check, checks = await session.orch.add_check(new.pattern, new.ranks)
         except ValueError as exc:
             self.report("error", f"check not added: {exc}")
             return
-        if session is not self.session:
+        screen = self.screen
+        if session is not screen.session:
             return
-        self.state.checks = checks
-        self.refresh_checks()
+        screen.state.checks = checks
+        screen.refresh_checks()
         state = checks.overall(check)
         matched = sorted({st.match.rank for (cid, _r), st in checks.status.items()
                           if cid == check.id and st.match is not None})
@@ -168,4 +160,4 @@ class Jobs(Screen[None]):
                 "pending": f"waiting for the line while the boot goes on{where}"}.get(state, state)
         # the pattern as typed, not repr'd ('\\x1b' read as two backslashes)
         self.report("warning" if state == "failed" else "info", f"check added: '{new.pattern}': {said}")
-        self.query_one(ChecksPanel).display = True
+        screen.checks_panel.display = True

@@ -1,8 +1,10 @@
 """The main screen: recipes on the left; ranks, staging, logs and boot checks on the right.
 
-It lays the widgets out, routes the backend's events to them (each event carries what its
-widget needs; ``ConsoleState`` keeps what outlives one event), and runs every long action as a
-worker so the screen never waits. The keys that only change the log view are ``LogKeys``.
+It lays the widgets out and routes the backend's events: each event updates ``ConsoleState``
+(what outlives one event) or the log store, and the widgets observe what the screen sets on
+them (the rank table its snapshots, the log panel its model, the checks panel its checks).
+Every long action runs as a worker of the screen (``Jobs``, which it owns) so it never waits;
+the keys that only change the log view act on the log panel.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
+from textual.reactive import reactive
+from textual.screen import Screen
 from textual.widgets import DataTable, Footer
 
 from sparktui.backend.events import (
     ChecksChanged,
-    Event,
     ImageSyncProgress,
     LogBatch,
     NodeChanged,
@@ -47,7 +50,6 @@ from sparktui.ui.screens.doctor_screen import DoctorScreen
 from sparktui.ui.screens.events_screen import EventsScreen
 from sparktui.ui.screens.help_screen import HelpScreen
 from sparktui.ui.screens.jobs import Jobs
-from sparktui.ui.screens.log_keys import LogKeys
 from sparktui.ui.screens.plan_screen import PlanScreen
 from sparktui.ui.screens.restart_screen import RestartChoice, RestartScreen
 from sparktui.ui.session import Session
@@ -62,6 +64,8 @@ from sparktui.ui.widgets.recipe_pane import RecipePane
 from sparktui.ui.widgets.staging_panel import StagingPanel
 
 if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+
     from sparktui.backend.doctor import Finding
     from sparktui.backend.imagesync import SyncReport
     from sparktui.core.runstore import Run
@@ -71,14 +75,17 @@ TINY = 60  # below this: no recipes column either (the palette opens recipes): r
 SHORT = 32  # below this many rows (or when narrow) the nodes panel starts hidden: logs come first
 TOAST_CHARS = 120
 FAILURE_TOAST_DELAY = 0.6
-SEVERITY = {"info": "information", "warning": "warning", "error": "error"}
+SEVERITY: dict[str, SeverityLevel] = {"info": "information", "warning": "warning", "error": "error"}
 
 
-class MainScreen(LogKeys, Jobs):
+class MainScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = bindings()
     HORIZONTAL_BREAKPOINTS: list[tuple[int, str]] | None = [  # noqa: RUF012
         (0, "-tiny"), (TINY, "-narrow"), (NARROW, "-wide")]
     VERTICAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-short"), (SHORT, "-tall")]  # noqa: RUF012
+
+    busy: reactive[str | None] = reactive(None, init=False)
+    """The long action running now (up, stage, ...); one at a time."""
 
     def __init__(self, options: ConsoleOptions) -> None:
         super().__init__(id="main")
@@ -91,13 +98,7 @@ class MainScreen(LogKeys, Jobs):
         self._nodes_shown: bool | None = None  # the operator's choice (m), once made
         self.ready = asyncio.Event()  # the first recipe is open (tests wait on it)
         self._opening = asyncio.Lock()
-        self._route: dict[type[Event], Callable[[Event], None]] = {
-            LogBatch: self._log_batch, RankChanged: self._rank_changed,  # type: ignore[dict-item]
-            RunStarted: self._run_started, ChecksChanged: self._checks_changed,  # type: ignore[dict-item]
-            NodeChanged: self._node_changed, NodeTelemetry: self._node_sampled,  # type: ignore[dict-item]
-            Notice: self._notice, StagingProgress: self._staging,  # type: ignore[dict-item]
-            ImageSyncProgress: self._image_sync,  # type: ignore[dict-item]
-        }
+        self.jobs = Jobs(self)
 
     # -- layout ---------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -138,7 +139,7 @@ class MainScreen(LogKeys, Jobs):
         narrow = event.size.width < NARROW
         if self._nodes_shown is None:  # until m says otherwise: logs first on a small screen
             self.nodes_panel.display = not narrow and event.size.height >= SHORT
-        self.ranks_table.set_compact(narrow)
+        self.ranks_table.compact = narrow
         footer = self.query_one(Footer)
         footer.compact = narrow
         if footer.show_command_palette == narrow:  # Textual's footer composes its keys once:
@@ -169,13 +170,13 @@ class MainScreen(LogKeys, Jobs):
         self.infos = await asyncio.to_thread(load_catalog, opts.recipes_dirs, opts.cluster_path)
         recipes = self.query_one(RecipeList)
         slug = default_slug(self.infos, opts.recipe)
-        recipes.show_recipes(self.infos, None)
+        recipes.infos = tuple(self.infos)
         for info in self.infos:
             if not info.name_ok:
                 self.report("warning", info.name_sentence(), toast=False)
         if not self.infos:
             where = ", ".join(str(d) for d in opts.recipes_dirs) or "no recipes folder"
-            self.query_one(RecipePane).show_recipe(None)
+            self.query_one(RecipePane).info = None
             self.report("warning", f"no recipes found (looked in {where}); pass --recipes DIR")
             self.ready.set()
             return
@@ -192,7 +193,7 @@ class MainScreen(LogKeys, Jobs):
     @on(RecipeList.Highlighted)
     def _recipe_highlighted(self, event: RecipeList.Highlighted) -> None:
         self.highlighted = event.slug
-        self.query_one(RecipePane).show_recipe(self.info(event.slug))
+        self.query_one(RecipePane).info = self.info(event.slug)
 
     @on(RecipeList.Activated)
     def _recipe_activated(self, event: RecipeList.Activated) -> None:
@@ -233,9 +234,9 @@ class MainScreen(LogKeys, Jobs):
         if info is not None and not info.name_ok:
             return
         await self.close_session()
-        self.query_one(RecipeList).set_active(slug)
+        self.query_one(RecipeList).active = slug
         self.highlighted = slug
-        self.query_one(RecipePane).show_recipe(info)
+        self.query_one(RecipePane).info = info
         if self.options.remember:
             save_state({"recipe": slug})
         usable = info is not None and info.usable
@@ -250,7 +251,9 @@ class MainScreen(LogKeys, Jobs):
         self.state.open(session.orch.checks.snapshot() if session is not None else None)
         nodes = [r.node for r in session.plan.ranks] if session is not None else []
         self.store.reset(None, len(nodes))
-        self.ranks_table.setup(nodes)
+        table = self.ranks_table
+        table.snapshots, table.checks, table.staging = (), (), ()
+        table.nodes = tuple(nodes)
         self.nodes_panel.setup(nodes)
         staged = session is not None and bool(session.plan.staging)
         self.staging.display = staged
@@ -308,7 +311,7 @@ class MainScreen(LogKeys, Jobs):
             idle = "Not running · press u to launch every rank"
         else:
             idle = "Waiting for the first line…"
-        self.logs.set_idle_text(idle)
+        self.logs.model.set(idle_text=idle)
         if session is None:
             table.border_title = "Ranks"
             table.border_subtitle = "open a recipe: ↑↓ enter in Recipes"
@@ -325,21 +328,42 @@ class MainScreen(LogKeys, Jobs):
         rank = self.ranks_table.selected_rank
         detail = self.query_one(RankDetail)
         if self.session is None or rank is None:
-            detail.show(None)
+            detail.snap, detail.rank, detail.node = None, None, ""
         else:
-            detail.show(self.state.ranks.get(rank), rank, self.ranks_table.nodes[rank])
+            detail.snap, detail.rank, detail.node = (self.state.ranks.get(rank), rank,
+                                                     self.ranks_table.nodes[rank])
 
     def refresh_checks(self) -> None:
         checks = self.state.checks
-        self.checks_panel.show_checks(checks)
+        self.checks_panel.checks = checks
         if self.session is not None:
-            for rank in range(self.session.world):
-                self.ranks_table.set_checks(rank, self.state.check_summary(rank, self.options.live))
+            self.ranks_table.checks = self.state.check_summaries(self.session.world, self.options.live)
 
     # -- backend events -------------------------------------------------------------------------
     def on_backend_event(self, message: BackendEvent) -> None:
-        if self.session is not None:
-            self._route[type(message.event)](message.event)
+        if self.session is None:
+            return
+        match message.event:
+            case LogBatch() as event:
+                self._log_batch(event)
+            case RankChanged() as event:
+                self._rank_changed(event)
+            case RunStarted() as event:
+                self._run_started(event)
+            case ChecksChanged() as event:
+                self._checks_changed(event)
+            case NodeChanged() as event:
+                self._node_changed(event)
+            case NodeTelemetry() as event:
+                self._node_sampled(event)
+            case Notice() as event:
+                self._notice(event)
+            case StagingProgress() as event:
+                self._staging(event)
+            case ImageSyncProgress() as event:
+                self._image_sync(event)
+            case _:
+                pass  # an event the console does not show
 
     def _run_started(self, event: RunStarted) -> None:
         self._show_run(event.run)
@@ -356,11 +380,7 @@ class MainScreen(LogKeys, Jobs):
         if not 0 <= snap.rank < self.store.world:
             return
         failure = self.state.rank_changed(snap)
-        table = self.ranks_table
-        table.set_state(snap.rank, snap.state)
-        table.set_health(snap.rank, snap.health)
-        table.set_restarts(snap.rank, snap.restarts)
-        table.set_started(snap.rank, snap.started)
+        self.ranks_table.snapshots = self.state.snapshots(self.store.world)
         if failure is not None:
             self.report("error", failure, toast=False)
             self.set_timer(FAILURE_TOAST_DELAY, self._toast_failures)  # the group falls at once
@@ -381,7 +401,7 @@ class MainScreen(LogKeys, Jobs):
             self.report(*said)
 
     def _node_sampled(self, event: NodeTelemetry) -> None:
-        self.nodes_panel.update_node(event)
+        self.nodes_panel.sample = event
         for text in self.state.new_warnings(event):
             self.report("warning", text)
 
@@ -397,22 +417,24 @@ class MainScreen(LogKeys, Jobs):
     def _staging(self, p: StagingProgress) -> None:
         session = self.session
         assert session is not None
-        self.staging.update_progress(p)
+        self.staging.progress = p
         got = self.staging.fraction(p.node)
         if got is None:
             return
         fraction, phase = got
         text = f"{bar(fraction)} {fraction:4.0%}" if phase not in ("failed", "start") else phase
+        staging = list(self.ranks_table.staging) or [""] * session.world
         for rank in session.plan.ranks:
             if rank.node == p.node:
-                self.ranks_table.set_staging(rank.rank, text)
+                staging[rank.rank] = text
+        self.ranks_table.staging = tuple(staging)
         # a failure is reported once, by what asked for the staging (s, or up's notices)
 
     # -- widget messages ------------------------------------------------------------------------
     @on(RankTable.Selected)
     def _rank_selected(self, event: RankTable.Selected) -> None:
         """The selected rank drives the log: a one-rank view follows the selection."""
-        if self.logs.shown is not None and self.logs.shown != event.rank:
+        if self.logs.model.shown is not None and self.logs.model.shown != event.rank:
             self.logs.show_ranks(event.rank)
         self.update_detail()
 
@@ -443,12 +465,75 @@ class MainScreen(LogKeys, Jobs):
             toast_text = toast_text[:TOAST_CHARS - 1] + "…"
         if toast_text != text:
             toast_text += "  (e: events)"
-        self.notify(toast_text, severity=SEVERITY.get(level, "information"),  # type: ignore[arg-type]
+        self.notify(toast_text, severity=SEVERITY.get(level, "information"),
                     timeout=8 if level == "error" else 4, markup=False)
+
+    # -- the log keys: what the log panel shows, and the panels beside it ------------------------
+    def action_grep(self) -> None:
+        self.logs.open_grep()
+
+    def action_next_match(self) -> None:
+        self.logs.step(True, self.ranks_table.selected_rank)
+
+    def action_prev_match(self) -> None:
+        self.logs.step(False, self.ranks_table.selected_rank)
+
+    def action_show_rank(self, rank: int) -> None:
+        if rank < 0:
+            self.logs.show_ranks(None)
+            return
+        if rank >= self.store.world:
+            self.notify(f"There is no rank {rank}", severity="warning", timeout=3, markup=False)
+            return
+        self.ranks_table.select(rank)
+        self.logs.show_ranks(rank)
+
+    def action_escape(self) -> None:
+        self.logs.escape()
+
+    async def action_toggle_grid(self) -> None:
+        await self.logs.toggle_grid(list(self.ranks_table.nodes))
+
+    def action_toggle_follow(self) -> None:
+        self.logs.toggle_follow()
+
+    def action_toggle_wrap(self) -> None:
+        self.logs.toggle_wrap()
+
+    def action_toggle_timestamps(self) -> None:
+        self.logs.toggle_timestamps()
+
+    def action_toggle_probes(self) -> None:
+        self.logs.toggle_probes()
+
+    def action_checks(self) -> None:
+        panel = self.checks_panel
+        if not panel.display:
+            panel.display = True
+            panel.focus()
+        elif not panel.has_focus:
+            panel.focus()
+        else:
+            panel.display = False
+            self.logs.focus_view()
+
+    def action_toggle_nodes(self) -> None:
+        self._nodes_shown = not self.nodes_panel.display
+        self.nodes_panel.display = self._nodes_shown
+
+    # -- long actions (``Jobs``) ----------------------------------------------------------------
+    def action_up(self) -> None:
+        self.jobs.up()
+
+    def action_stage(self) -> None:
+        self.jobs.stage()
+
+    def action_smoke(self) -> None:
+        self.jobs.smoke()
 
     # -- actions that ask first -----------------------------------------------------------------
     def action_restart(self) -> None:
-        session = self._need_session()
+        session = self.jobs.need_session()
         rank = self.ranks_table.selected_rank
         if session is None or rank is None:
             return
@@ -459,15 +544,15 @@ class MainScreen(LogKeys, Jobs):
 
         def chosen(choice: RestartChoice | None) -> None:
             if choice == "rank":
-                self._start(f"restart r{rank}", lambda: self.restart_rank(session, rank))
+                self.jobs.start(f"restart r{rank}", lambda: self.jobs.restart_rank(session, rank))
             elif choice == "group":
-                self._start("restart group", lambda: self.restart_group(session))
+                self.jobs.start("restart group", lambda: self.jobs.restart_group(session))
 
         node = session.plan.ranks[rank].node
         self.app.push_screen(RestartScreen(rank, node, session.world, session.tp), chosen)
 
     def action_down(self) -> None:
-        session = self._need_session()
+        session = self.jobs.need_session()
         if session is None:
             return
         if not any(self.state.has_container(r) for r in range(session.world)):
@@ -476,7 +561,7 @@ class MainScreen(LogKeys, Jobs):
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self._start("down", lambda: self.down(session))
+                self.jobs.start("down", lambda: self.jobs.down(session))
 
         body = (f"Stop and remove every rank's container of {session.slug} on "
                 f"{session.plan.cluster_name} ({session.world} rank(s)).\n\n"
@@ -484,7 +569,7 @@ class MainScreen(LogKeys, Jobs):
         self.app.push_screen(ConfirmScreen(f"down {session.slug}?", body, "Down"), answered)
 
     def action_doctor(self) -> None:
-        session = self._need_session()
+        session = self.jobs.need_session()
         if session is None:
             return
         live = self.options.live
@@ -492,7 +577,7 @@ class MainScreen(LogKeys, Jobs):
         async def run() -> list[Finding]:
             return await session.orch.doctor() if live else []
         def sync(done: Callable[[SyncReport | None], None]) -> bool:
-            return self.image_sync(session, done)
+            return self.jobs.image_sync(session, done)
         title = f"doctor · {session.slug} on {session.plan.cluster_name}"
         self.app.push_screen(DoctorScreen(title, run, sync if live and session.orch.can_sync_images
                                           else None))
@@ -516,13 +601,13 @@ class MainScreen(LogKeys, Jobs):
         self.app.push_screen(PlanScreen(plan, len(info.recipe.spec.args)))
 
     def action_add_check(self) -> None:
-        session = self._need_session()
+        session = self.jobs.need_session()
         if session is None:
             return
 
         def added(new: NewCheck | None) -> None:
             if new is not None:
-                self.add_check(session, new)
+                self.jobs.add_check(session, new)
 
         self.app.push_screen(AddCheckScreen(session.world), added)
 
@@ -536,10 +621,6 @@ class MainScreen(LogKeys, Jobs):
         next_theme = getattr(self.app, "next_theme", None)
         if callable(next_theme):
             next_theme()
-
-    async def action_quit(self) -> None:
-        await self.close_session()
-        self.app.exit()
 
     async def on_unmount(self) -> None:
         await self.close_session()

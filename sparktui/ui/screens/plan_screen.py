@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.console import Group, RenderableType
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -17,7 +18,6 @@ from textual.widgets import Static, TabbedContent, TabPane
 
 from sparktui.core.controls import visible
 from sparktui.core.plan import Plan, RankPlan
-from sparktui.ui.colors import theme_colors
 from sparktui.ui.outside import content
 from sparktui.ui.screens.dialog import Dialog
 
@@ -41,7 +41,7 @@ def _text(value: str) -> Text:
     return Text(visible(value))
 
 
-def rank_view(plan: Plan, rank: RankPlan, recipe_args: int, muted: str) -> RenderableType:
+def rank_view(plan: Plan, rank: RankPlan, recipe_args: int, muted: Style) -> RenderableType:
     c = rank.container
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style=muted, no_wrap=True)
@@ -55,7 +55,7 @@ def rank_view(plan: Plan, rank: RankPlan, recipe_args: int, muted: str) -> Rende
     own = _text("\n".join(_flag_lines(command[:recipe_args])))
     appended = _flag_lines(command[recipe_args:])
     if appended:
-        own.append(("\n" if own else "") + "appended by the launcher:\n", f"italic {muted}".strip())
+        own.append(("\n" if own else "") + "appended by the launcher:\n", muted + Style(italic=True))
         own.append(visible("\n".join(appended)))
     grid.add_row("command", own)
     env = c.shown_env()
@@ -73,7 +73,7 @@ def rank_view(plan: Plan, rank: RankPlan, recipe_args: int, muted: str) -> Rende
         grid.add_row("ulimits", _text(" ".join(f"{k}={v}" for k, v in d.ulimits.items())))
     grid.add_row("labels", _text("\n".join(f"{k}={v}" for k, v in c.shown_labels().items())))
     run = Text(visible(rank.docker_run(show_secrets=False)), overflow="fold")
-    return Group(grid, Text(""), Text("docker run", f"bold {muted}".strip()), run)
+    return Group(grid, Text(""), Text("docker run", muted + Style(bold=True)), run)
 
 
 class PlanScreen(Dialog[None]):
@@ -88,7 +88,7 @@ class PlanScreen(Dialog[None]):
         self.recipe_args = recipe_args
 
     def compose(self) -> ComposeResult:
-        muted = theme_colors(self.app.theme_variables).get("text-muted", "")
+        muted = self.ink("muted")
         with Vertical(id="dialog") as dialog:
             dialog.border_title = content(f"plan · {self.plan.recipe_slug} on {self.plan.cluster_name}")
             dialog.border_subtitle = content(f"plan {self.plan.plan_hash} · secrets masked · 1-9 rank · "

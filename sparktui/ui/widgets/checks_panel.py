@@ -5,36 +5,38 @@ Enter on a cell shows the line that decided it in the log.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.message import Message
+from textual.reactive import var
 from textual.widgets import DataTable
 
 from sparktui.core.checks import BootChecks, Check, CheckStatus
 from sparktui.core.controls import visible
-from sparktui.ui.colors import theme_colors
-from sparktui.ui.formatting import state_style
+from sparktui.core.ranks import RankState
+from sparktui.ui.formatting import ink, muted_css, palette, state_classes, state_css
 from sparktui.ui.widgets.compact_table import CompactTable
 
 KIND_LABEL = {"ready": "ready", "must_show": "show", "must_not_show": "never", "args": "args"}
 MARK = {"passed": "✓", "failed": "✗", "pending": "…"}
-MARK_STATE = {"passed": "ready", "failed": "failed", "pending": "pending"}
+MARK_STATE: dict[str, RankState] = {"passed": "ready", "failed": "failed", "pending": "pending"}
 PATTERN_WIDTH = 48
 
 
 class ChecksPanel(CompactTable):
-    DEFAULT_CSS = """
+    COMPONENT_CLASSES: ClassVar[set[str]] = {*state_classes("checks-panel"), "checks-panel--kind"}
+    DEFAULT_CSS = muted_css("""
     ChecksPanel {
         height: auto;
         max-height: 14;
         background: $surface;
         & > .datatable--header { background: $panel; }
-    }
-    """
+        & > .checks-panel--kind { color: $muted; }
+    """) + state_css("checks-panel") + "\n}"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "select_cursor", "show line", show=True, id="checks-show-line"),
@@ -48,19 +50,25 @@ class ChecksPanel(CompactTable):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="cell", zebra_stripes=False)
-        self.checks: BootChecks | None = None
+        self._palette: tuple[Style, ...] = ()
         self.world = 0
         self._failure_row: int | None = None  # the first failed check's row, last drawn
 
-    def on_mount(self) -> None:
-        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.show_checks(self.checks))
+    checks: var[BootChecks | None] = var(None, always_update=True, init=False)
+    """The checks as last reported (each report is a new snapshot)."""
 
-    def _vars(self) -> Mapping[str, str]:
-        return theme_colors(self.app.theme_variables)
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        if self.is_mounted:  # the component styles are updated after this call (rank_table)
+            self.call_later(self._restyle)
 
-    def show_checks(self, checks: BootChecks | None) -> None:
+    def _restyle(self) -> None:
+        if self.checks is not None and palette(self) != self._palette:
+            self.watch_checks(self.checks)  # another theme: the marks' colours
+
+    def watch_checks(self, checks: BootChecks | None) -> None:
         """Redraw every check (cheap: a dozen rows), keeping the cursor where it was."""
-        self.checks = checks
+        self._palette = palette(self)
         world = checks.world if checks is not None else 0
         cursor = self.cursor_coordinate
         if world != self.world or not self.columns:
@@ -75,7 +83,6 @@ class ChecksPanel(CompactTable):
             self.clear()
         if checks is None:
             return
-        v = self._vars()
         first_failed: int | None = None
         for row, check in enumerate(checks.checks):
             pattern = visible(check.pattern)  # the recipe's, or typed: text, escapes written out
@@ -86,14 +93,14 @@ class ChecksPanel(CompactTable):
             if len(pattern) > PATTERN_WIDTH:
                 pattern = pattern[:PATTERN_WIDTH - 1] + "…"
             kind = KIND_LABEL.get(check.kind, check.kind) + ("*" if check.added else "")
-            cells: list[Text | str] = [Text(kind, v.get("text-muted", "")), Text(pattern)]
+            cells: list[Text | str] = [Text(kind, ink(self, "checks-panel--kind")), Text(pattern)]
             for r in range(world):
                 st = checks.status.get((check.id, r))
-                cells.append(self._mark(st, v))
+                cells.append(self._mark(st))
             overall = checks.overall(check)
             if overall == "failed" and first_failed is None:
                 first_failed = row
-            cells.append(Text(MARK[overall], state_style(MARK_STATE[overall], v)))
+            cells.append(Text(MARK[overall], self._ink(MARK_STATE[overall])))
             self.add_row(*cells, key=str(check.id))
         if first_failed is not None and first_failed != self._failure_row:
             # a new first failure: into view (a dozen rows and more do not fit the panel, and
@@ -103,11 +110,13 @@ class ChecksPanel(CompactTable):
         if self.row_count:
             self.cursor_coordinate = self.validate_cursor_coordinate(cursor)
 
-    @staticmethod
-    def _mark(st: CheckStatus | None, v: Mapping[str, str]) -> Text:
+    def _ink(self, state: RankState) -> Style:
+        return ink(self, f"checks-panel--{state}")
+
+    def _mark(self, st: CheckStatus | None) -> Text:
         if st is None:
             return Text("")
-        return Text(MARK[st.state], state_style(MARK_STATE[st.state], v))
+        return Text(MARK[st.state], self._ink(MARK_STATE[st.state]))
 
     def check_at_cursor(self) -> Check | None:
         if self.checks is None or not self.row_count:

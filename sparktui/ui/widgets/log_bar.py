@@ -3,66 +3,52 @@ how many health-probe lines are hidden."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import ClassVar
 
 from rich.text import Text
-from textual.widgets import Static
+from textual.reactive import reactive
+from textual.widget import Widget
 
 from sparktui.core.controls import visible
-from sparktui.ui.colors import theme_colors
+from sparktui.ui.formatting import ink, muted_css
+from sparktui.ui.logmodel import LogBarState as LogBarState  # what the bar paints
 from sparktui.ui.themes import rank_colors
 
 
-@dataclass(frozen=True)
-class LogBarState:
-    world: int = 0
-    shown: int | None = None  # None: all ranks
-    follow: bool = True
-    wrap: bool = False
-    timestamps: bool = False
-    grep: str = ""
-    grep_error: str | None = None
-    matches: int | None = None  # lines kept by the filter (while scanning: found so far)
-    scanning: bool = False
-    scanned: float = 0.0  # while scanning: the share of the run's files read
-    lines: int = 0
-    note: str | None = None  # e.g. showing an excerpt of a file
-    grid: bool = False  # a pane per rank
-    hide_probes: bool = True  # the engine's access-log lines of sparktui's probes are hidden
-    hidden: int = 0  # probe lines hidden from what is shown
+class LogBar(Widget):
+    """Paints ``state`` (set by the log panel, from its model): one row, as wide as the panel, so
+    new text never changes its size and a repaint is no layout (under a flood that was a layout
+    of the whole screen at every batch of lines)."""
 
-
-class LogBar(Static):
-    DEFAULT_CSS = """
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"log-bar--accent", "log-bar--error", "log-bar--warning",
+                                             "log-bar--muted"}
+    DEFAULT_CSS = muted_css("""
     LogBar {
         width: 1fr;
         height: 1;
         background: $panel;
         color: $foreground;
         padding: 0 1;
+        & > .log-bar--accent { color: $accent; text-style: bold; }
+        & > .log-bar--error { color: $error; text-style: bold; }
+        & > .log-bar--warning { color: $warning; text-style: bold; }
+        /* the panels' muted shade, taken over the surface as theirs (the bar is on the panel) */
+        & > .log-bar--muted { color: $muted; background: $surface; }
     }
-    """
+    """)
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__("", id=id)
-        self.state = LogBarState()
-        self._painted: LogBarState | None = None  # the state the text shows
+    state: reactive[LogBarState] = reactive(LogBarState, layout=False)
 
-    def on_mount(self) -> None:
-        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.show(self.state, force=True))
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self.refresh()  # another theme: the rank colours are theme variables
 
-    def show(self, state: LogBarState, *, force: bool = False) -> None:
-        self.state = state
-        if state == self._painted and not force:
-            return
-        self._painted = state
-        # One row, as wide as the panel: new text never changes its size, so no layout (that
-        # was a layout of the whole screen at every batch of lines under a flood).
-        self.update(self.render_state(state), layout=False)
+    def render(self) -> Text:
+        return self.render_state(self.state)
 
     def render_state(self, s: LogBarState) -> Text:
         colors = rank_colors(self.app.theme_variables)
-        variables = theme_colors(self.app.theme_variables)
+        accent, muted = ink(self, "log-bar--accent"), ink(self, "log-bar--muted")
         out = Text(no_wrap=True, overflow="ellipsis")
         views = [("all", None), *((f"r{r}", r) for r in range(s.world))]
         for label, rank in views:
@@ -73,24 +59,23 @@ class LogBar(Static):
                 out.append(f" {label} ", style)
         out.append("  ")
         if s.note:
-            out.append(s.note, f"bold {variables.get('accent', '')}".strip())
+            out.append(s.note, accent)
         elif s.grep_error:
-            out.append(visible(s.grep_error), f"bold {variables.get('error', 'red')}")  # quotes the pattern
+            out.append(visible(s.grep_error), ink(self, "log-bar--error"))  # quotes the pattern
         elif s.grep and s.matches is not None:
             inverted = s.grep.startswith("!")
             noun = ("line" if s.matches == 1 else "lines") if inverted else \
                 ("match" if s.matches == 1 else "matches")
             more = "+" if s.scanning else ""
-            out.append(f"{s.matches:,}{more} {noun}", f"bold {variables.get('accent', '')}".strip())
+            out.append(f"{s.matches:,}{more} {noun}", accent)
             if s.scanning:
-                out.append(f" · scanning the run's files {s.scanned:.0%}", variables.get("text-muted", ""))
+                out.append(f" · scanning the run's files {s.scanned:.0%}", muted)
         elif s.grep and s.scanning:
-            out.append("scanning the run's files…", variables.get("text-muted", ""))
+            out.append("scanning the run's files…", muted)
         else:
-            out.append(f"{s.lines:,} lines", variables.get("text-muted", ""))
+            out.append(f"{s.lines:,} lines", muted)
             if s.hidden:
-                out.append(f" · {s.hidden:,} probe line{'' if s.hidden == 1 else 's'} hidden",
-                           variables.get("text-muted", ""))
+                out.append(f" · {s.hidden:,} probe line{'' if s.hidden == 1 else 's'} hidden", muted)
         flags = ["follow" if s.follow else "paused"]
         if not s.hide_probes:
             flags.append("probes shown")
@@ -101,6 +86,5 @@ class LogBar(Static):
         if s.timestamps:
             flags.append("time")
         out.append("  ")
-        out.append(" · ".join(flags), variables.get("text-muted", "") if s.follow else
-                   f"bold {variables.get('warning', 'yellow')}")
+        out.append(" · ".join(flags), muted if s.follow else ink(self, "log-bar--warning"))
         return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import deque
 
 from rich.text import Text
+from textual.reactive import var
 from textual.widgets import Static
 
 from sparktui.backend.events import NodeTelemetry
@@ -48,8 +49,11 @@ class NodesPanel(Static):
         self.history = {n: deque(maxlen=HISTORY) for n in self.nodes}
         self.refresh_table()
 
-    def update_node(self, t: NodeTelemetry) -> None:
-        if t.node not in self.history:
+    sample: var[NodeTelemetry | None] = var(None, always_update=True, init=False)
+    """A node's latest telemetry, as the screen hands it over."""
+
+    def watch_sample(self, t: NodeTelemetry | None) -> None:
+        if t is None or t.node not in self.history:
             return
         self.latest[t.node] = t
         if t.status == "ok" and t.sample is not None and t.sample.mem_total:

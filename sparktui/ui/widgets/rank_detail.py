@@ -3,13 +3,15 @@ the detail of its last change (why it failed)."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widget import Widget
 
 from sparktui.core.controls import visible
 from sparktui.core.ranks import RankSnapshot
-from sparktui.ui.colors import theme_colors
-from sparktui.ui.formatting import state_style
+from sparktui.ui.formatting import ink, muted_css, state_classes, state_css
 from sparktui.ui.widgets.one_line import middle_cut
 
 
@@ -18,21 +20,24 @@ class RankDetail(Widget):
     engine's last lines) is cut in its middle so its end shows. A Static wrapped it at a word
     and the line is one row high: "staging: local0: checkpoint folder" and nothing more."""
 
-    DEFAULT_CSS = """
-    RankDetail { height: 1; }
-    """
+    COMPONENT_CLASSES: ClassVar[set[str]] = {*state_classes("rank-detail"), "rank-detail--muted"}
+    # on the panel: the shades as the panels on the surface draw them (formatting.MUTED)
+    DEFAULT_CSS = muted_css("""
+    RankDetail {
+        height: 1;
+        & > .rank-detail--muted { color: $muted; background: $surface; }
+    """) + state_css("rank-detail", surface=True) + "\n}"
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.snap: RankSnapshot | None = None
-        self.rank: int | None = None
-        self.node = ""
+    snap: reactive[RankSnapshot | None] = reactive(None)
+    """The selected rank as last reported."""
+    rank: reactive[int | None] = reactive(None)
+    """The selected rank, before any report (with ``node``: it shows "-", nothing known yet);
+    None, and no ``snap``: nothing selected."""
+    node: reactive[str] = reactive("")
 
-    def show(self, snap: RankSnapshot | None, rank: int | None = None, node: str = "") -> None:
-        """``snap``: the rank as last reported; before any report, ``rank`` on ``node`` shows
-        "-" (nothing known yet); neither: nothing selected."""
-        self.snap, self.rank, self.node = snap, rank, node
-        self.refresh()
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self.refresh()  # the state's colour
 
     def render(self) -> Text:
         snap = self.snap
@@ -42,12 +47,11 @@ class RankDetail(Widget):
                 text.append(f"r{self.rank} ", "bold")
                 text.append(f"{self.node} -")
             return text
-        v = theme_colors(self.app.theme_variables)
         text.append(f"r{snap.rank} ", "bold")
         text.append(f"{snap.node} ")
-        text.append(snap.state, state_style(snap.state, v))
+        text.append(snap.state, ink(self, f"rank-detail--{snap.state}"))
         if snap.container_id:
-            text.append(f" · {snap.container_id[:18]}", v.get("text-muted", ""))
+            text.append(f" · {snap.container_id[:18]}", ink(self, "rank-detail--muted"))
         if snap.exit_code is not None:
             text.append(f" · exit {snap.exit_code}")
         width = self.content_size.width

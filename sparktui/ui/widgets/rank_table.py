@@ -1,25 +1,30 @@
 """One row per rank: node, state, staging, checks, health, restarts, uptime.
 
-A rank's state is what the Orchestrator last said about it (``RankChanged``); until it says
-anything the state is ``-``. The row under the cursor is the selected rank (restart acts on it).
-Narrow terminals get fewer, shorter columns.
+The table observes what the screen hands it: the nodes, each rank's last ``RankSnapshot`` (None
+until the Orchestrator says anything of it: the state is ``-``), each rank's check counts and
+staging text. Every change repaints only the cells whose text or style changed; the theme's
+colours come through ``COMPONENT_CLASSES``. The row under the cursor is the selected rank
+(restart acts on it). Narrow terminals get fewer, shorter columns.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from rich.text import Text
 from textual.message import Message
+from textual.reactive import var
 from textual.widgets import DataTable
 
 from sparktui.core.controls import visible
-from sparktui.ui.colors import theme_colors
-from sparktui.ui.formatting import checks_text, state_style, uptime
+from sparktui.core.ranks import RankSnapshot, RankState
+from sparktui.ui.formatting import checks_text, ink, state_classes, state_css, uptime
 from sparktui.ui.widgets.compact_table import CompactTable
 
 Cell = Text | str
+LIVE: frozenset[RankState] = frozenset({"booting", "ready", "creating"})  # uptime counts
 
 
 @dataclass(frozen=True)
@@ -39,15 +44,33 @@ COLUMNS = (
 COMPACT_EXTRA = (Column("restarts", "rs", 2),)  # the restart count still shows, briefly
 
 
+def _same(a: Cell | None, b: Cell) -> bool:
+    """Rich's ``Text.__eq__`` ignores the text's own style: a theme change would not show."""
+    if isinstance(a, Text) and isinstance(b, Text):
+        return a.plain == b.plain and a.style == b.style and a.spans == b.spans
+    return a == b
+
+
 class RankTable(CompactTable):
+    COMPONENT_CLASSES: ClassVar[set[str]] = state_classes("rank-table")
     DEFAULT_CSS = """
     RankTable {
         height: auto;
         max-height: 12;
         background: $surface;
         & > .datatable--header { background: $panel; }
-    }
-    """
+    """ + state_css("rank-table") + "\n}"
+
+    nodes: var[tuple[str, ...]] = var((), init=False)
+    """The node of each rank: a new recipe's ranks (its rows start over)."""
+    snapshots: var[tuple[RankSnapshot | None, ...]] = var((), init=False)
+    """Each rank as last reported (by rank; None: nothing reported yet)."""
+    checks: var[tuple[Mapping[str, int], ...]] = var((), init=False)
+    """Each rank's boot-check counts (passed/failed/pending)."""
+    staging: var[tuple[str, ...]] = var((), init=False)
+    """Each rank's node's staging progress, as text ("" before any)."""
+    compact: var[bool] = var(False, init=False)
+    """Narrow: fewer, shorter columns."""
 
     @dataclass
     class Selected(Message):
@@ -56,21 +79,22 @@ class RankTable(CompactTable):
     def __init__(self, clock: Callable[[], float], *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
         self.clock = clock
-        self.compact = False
-        self.nodes: list[str] = []
-        self.values: dict[int, dict[str, Cell]] = {}
-        self.states: dict[int, str] = {}
-        self.check_states: dict[int, tuple[str, str]] = {}
-        self.started: dict[int, float | None] = {}
+        self.values: dict[int, dict[str, Cell]] = {}  # what each cell shows
+        self._ready = False  # mounting: the columns can be laid out
 
     @property
     def world(self) -> int:
         return len(self.nodes)
 
+    @property
+    def states(self) -> dict[int, RankState]:
+        """The state each reported rank shows."""
+        return {snap.rank: snap.state for snap in self.snapshots if snap is not None}
+
     def on_mount(self) -> None:
+        self._ready = True
         self._rebuild()
-        self.set_interval(1.0, self.tick)
-        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.restyle())
+        self.set_interval(1.0, self._paint)  # the uptime column
 
     @property
     def selected_rank(self) -> int | None:
@@ -83,34 +107,81 @@ class RankTable(CompactTable):
             return list(COLUMNS)
         return [c for c in COLUMNS if c.compact] + list(COMPACT_EXTRA)
 
+    def watch_nodes(self) -> None:
+        self._rebuild()
+
+    def watch_compact(self) -> None:
+        self._rebuild()
+
+    def watch_snapshots(self) -> None:
+        self._paint()
+
+    def watch_checks(self) -> None:
+        self._paint()
+
+    def watch_staging(self) -> None:
+        self._paint()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        # another theme: the cells whose colours changed. Textual updates the component styles
+        # after this call (reading them here would cache the old ones): paint after it.
+        self.call_later(self._paint)
+
     def _rebuild(self) -> None:
-        """Columns and rows again from the kept values (a few rows: cheap)."""
+        """Columns and rows again (a few rows: cheap)."""
+        if not self._ready:
+            return
         cursor = self.cursor_row
         self.clear(columns=True)
         node_width = max([4, *(len(n) for n in self.nodes)])
         shown = self.columns_shown()
         for col in shown:
             self.add_column(col.label, width=col.width or node_width, key=col.key)
+        self.values = {rank: self._cells(rank) for rank in range(self.world)}
         for rank in range(self.world):
             values = self.values[rank]
-            self.add_row(*(values.get(col.key, "-") for col in shown), key=str(rank))
+            self.add_row(*(values[col.key] for col in shown), key=str(rank))
         if self.row_count:
             self.move_cursor(row=min(max(cursor, 0), self.row_count - 1))
 
-    def set_compact(self, compact: bool) -> None:
-        if compact != self.compact:
-            self.compact = compact
-            self._rebuild()
+    def _paint(self) -> None:
+        """The cells that changed since they were last drawn."""
+        if not self._ready or not self.values:
+            return
+        for rank in range(self.world):
+            painted = self.values.get(rank)
+            if painted is None:
+                continue
+            for column, value in self._cells(rank).items():
+                if not _same(painted.get(column), value):
+                    painted[column] = value
+                    if column in self.columns and str(rank) in self.rows:
+                        self.update_cell(str(rank), column, value)
 
-    def setup(self, nodes: list[str]) -> None:
-        self.nodes = list(nodes)
-        self.states.clear()
-        self.check_states.clear()
-        self.started.clear()
-        self.values = {rank: {"r": str(rank), "node": Text(visible(node)), "state": Text("-"), "staging": "-",
-                              "checks": "-", "health": "-", "restarts": "0", "up": "-"}
-                       for rank, node in enumerate(nodes)}
-        self._rebuild()
+    def _state(self, state: RankState) -> str:
+        return f"rank-table--{state}"
+
+    def _cells(self, rank: int) -> dict[str, Cell]:
+        snap = self.snapshots[rank] if rank < len(self.snapshots) else None
+        summary = self.checks[rank] if rank < len(self.checks) else None
+        staging = self.staging[rank] if rank < len(self.staging) else ""
+        cells: dict[str, Cell] = {
+            "r": str(rank), "node": Text(visible(self.nodes[rank])), "state": Text("-"),
+            "staging": staging or "-", "checks": "-", "health": "-", "restarts": "0", "up": "-"}
+        if summary is not None:
+            text, state = checks_text(summary)
+            cells["checks"] = Text(text, ink(self, self._state(state)) if text != "-" else "")
+        if snap is None:
+            return cells
+        cells["state"] = Text(snap.state, ink(self, self._state(snap.state)))
+        code = snap.health
+        cells["health"] = Text("-", "") if code is None else \
+            Text(str(code), ink(self, self._state("ready" if code == 200 else "booting")))
+        cells["restarts"] = str(snap.restarts)
+        if snap.started is not None and snap.state in LIVE:
+            cells["up"] = uptime(self.clock() - snap.started)
+        return cells
 
     def select(self, rank: int) -> None:
         if 0 <= rank < self.world:
@@ -119,53 +190,3 @@ class RankTable(CompactTable):
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key.value is not None:
             self.post_message(self.Selected(int(event.row_key.value)))
-
-    def _set(self, rank: int, column: str, value: Cell) -> None:
-        if not 0 <= rank < self.world:
-            return
-        self.values[rank][column] = value
-        if column in self.columns and str(rank) in self.rows:
-            self.update_cell(str(rank), column, value)
-
-    def _vars(self) -> Mapping[str, str]:
-        return theme_colors(self.app.theme_variables)
-
-    def set_state(self, rank: int, state: str) -> None:
-        self.states[rank] = state
-        self._set(rank, "state", Text(state, state_style(state, self._vars())))
-
-    def set_checks(self, rank: int, summary: Mapping[str, int]) -> None:
-        text, state = checks_text(summary)
-        self.check_states[rank] = (text, state)
-        self._set(rank, "checks", Text(text, state_style(state, self._vars()) if text != "-" else ""))
-
-    def set_health(self, rank: int, code: int | None) -> None:
-        style = "" if code is None else state_style("ready" if code == 200 else "booting", self._vars())
-        self._set(rank, "health", Text("-" if code is None else str(code), style))
-
-    def set_restarts(self, rank: int, count: int) -> None:
-        self._set(rank, "restarts", str(count))
-
-    def set_staging(self, rank: int, text: str) -> None:
-        self._set(rank, "staging", text)
-
-    def set_started(self, rank: int, started: float | None) -> None:
-        self.started[rank] = started
-        self._tick_rank(rank)
-
-    def _tick_rank(self, rank: int) -> None:
-        started = self.started.get(rank)
-        live = self.states.get(rank) in ("booting", "ready", "creating")
-        value = uptime(self.clock() - started) if started is not None and live else "-"
-        if self.values.get(rank, {}).get("up") != value:
-            self._set(rank, "up", value)
-
-    def tick(self) -> None:
-        for rank in self.started:
-            self._tick_rank(rank)
-
-    def restyle(self) -> None:
-        for rank, state in self.states.items():
-            self.set_state(rank, state)
-        for rank, (text, state) in self.check_states.items():
-            self._set(rank, "checks", Text(text, state_style(state, self._vars()) if text != "-" else ""))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from textual.containers import Horizontal, Vertical
+from textual.reactive import var
 from textual.widgets import Label, ProgressBar
 
 from sparktui.backend.events import StagingProgress
@@ -58,7 +59,12 @@ class StagingPanel(Vertical):
             id=f"stage-{_safe(node)}",
         )
 
-    def update_progress(self, p: StagingProgress) -> None:
+    progress: var[StagingProgress | None] = var(None, always_update=True, init=False)
+    """A node's latest staging report, as the screen hands it over."""
+
+    def watch_progress(self, p: StagingProgress | None) -> None:
+        if p is None:
+            return
         self.last[p.node] = p
         try:
             row = self.query_one(f"#stage-{_safe(p.node)}", Horizontal)
