@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sparktui.backend.imagesync import ImageMismatch, SyncReport, short
 from sparktui.core.errors import sentence
@@ -15,13 +15,32 @@ from sparktui.ui.screens.add_check_screen import NewCheck
 from sparktui.ui.session import Session
 
 if TYPE_CHECKING:
-    from sparktui.ui.screens.main_screen import MainScreen
+    from sparktui.ui.console_state import ConsoleState
+    from sparktui.ui.options import ConsoleOptions
+    from sparktui.ui.widgets.checks_panel import ChecksPanel
+
+
+class Host(Protocol):
+    """What the jobs use of the screen that owns them (``MainScreen``, which imports this
+    module: a protocol here, not an import back)."""
+
+    busy: str | None
+    session: Session | None
+    options: ConsoleOptions
+    state: ConsoleState
+
+    @property
+    def checks_panel(self) -> ChecksPanel: ...
+    def report(self, level: str, text: str, short: str | None = None, toast: bool = True) -> None: ...
+    def notify(self, *args: Any, **kwargs: Any) -> None: ...
+    def run_worker(self, *args: Any, **kwargs: Any) -> Any: ...
+    def refresh_checks(self) -> None: ...
 
 
 class Jobs:
     """The main screen's long actions; the screen reports what they say."""
 
-    def __init__(self, screen: MainScreen) -> None:
+    def __init__(self, screen: Host) -> None:
         self.screen = screen
         self.report = screen.report
         self.notify = screen.notify
