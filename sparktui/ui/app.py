@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual import events
 from textual.app import App
 from textual.await_complete import AwaitComplete
 from textual.binding import Keymap
@@ -76,6 +77,13 @@ class SparkApp(App[None]):
         if len(self.screen_stack) <= 1:
             return AwaitComplete()
         return super().pop_screen()
+
+    async def on_event(self, event: events.Event) -> None:
+        """A key typed while the console closes finds no screen (they are gone, the queue is
+        not): Textual's binding lookup raised ScreenStackError at the exit."""
+        if isinstance(event, events.Key) and not self.screen_stack:
+            return
+        await super().on_event(event)
 
     def action_command_palette(self) -> None:
         """One palette at a time, and no fixed id: Textual pushes its palette as
