@@ -40,8 +40,8 @@ KIND = Kind("procs", shown="test processes", on_this_machine=True, node_shell=Fa
 DEMO = "demo-tp4"
 
 
-class Procs:
-    """Ranks as this machine's processes, under a runtime of their own."""
+class Bare:
+    """Only what every runtime has: ranks, connect, describe, close."""
 
     def __init__(self, cluster: Cluster, nodes: list[Node], state_root: Path) -> None:
         self.kind = KIND
@@ -54,10 +54,17 @@ class Procs:
         return None
 
     def describe(self, node: str) -> str:
-        return "this machine (procs)"
+        return "this machine (bare)"
 
     async def close(self) -> None:
         return None
+
+
+class Procs(Bare):
+    """Ranks as this machine's processes, under a runtime of their own."""
+
+    def describe(self, node: str) -> str:
+        return "this machine (procs)"
 
     def opener(self, node: str) -> Opener:
         async def here(host: str, port: int) -> tuple[ByteReader, ByteWriter]:
@@ -148,26 +155,6 @@ async def test_the_console_opens_and_drives_it(procs: Path) -> None:
         assert "The server is fired up" in session.orch.run.log(0).path.read_text()
         await session.orch.down()
         assert all(not r.has_container for r in session.orch.ranks)
-
-
-class Bare:
-    """Only what every runtime has: ranks, connect, describe, close."""
-
-    def __init__(self, cluster: Cluster, nodes: list[Node], state_root: Path) -> None:
-        self.kind = KIND
-        self.ranks = LocalRuntime(state_root / "procs")
-
-    def containers(self, node: str) -> Containers:
-        return self.ranks
-
-    async def connect(self, node: str) -> None:
-        return None
-
-    def describe(self, node: str) -> str:
-        return "this machine (bare)"
-
-    async def close(self) -> None:
-        return None
 
 
 async def test_what_a_runtime_cannot_do_is_refused_or_left_out(procs: Path, tmp_path: Path) -> None:
