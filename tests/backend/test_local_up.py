@@ -81,4 +81,9 @@ def test_up_refuses_a_port_in_use_and_starts_nothing(cli) -> None:  # type: igno
         status = json.loads(cli("status", "recipes/demo-tp4", "--json").stdout)
         assert all(r["container_id"] is None for r in status["ranks"])
         forced = cli("up", "recipes/demo-tp4", "--no-port-check")
-        assert forced.returncode == 0 and "already in use" not in forced.stderr, forced.stderr
+        # started anyway: rank 1 then fails at its bind, before up returns (exit 1, its bind
+        # error named) or after it (exit 0), as the box's load has it
+        assert "nothing was started" not in forced.stderr, forced.stderr
+        assert forced.returncode == 0 or "Address already in use" in forced.stderr, forced.stderr
+        status = json.loads(cli("status", "recipes/demo-tp4", "--json").stdout)
+        assert all(r["container_id"] is not None for r in status["ranks"]), status
