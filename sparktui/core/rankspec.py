@@ -69,12 +69,14 @@ class ContainerSpec:
         """The command with the values of secret flags masked (``--api-key ********``), and
         secret values inside any other token (``sh -c "... $KEY ..."``)."""
         how = _conceal(show_secrets, conceal)
-        return [self._free(how)(t) for t in self.secrets.conceal_args(self.command, how)]
+        free = self._free(how)  # once: it collects the spec's secret values
+        return [free(t) for t in self.secrets.conceal_args(self.command, how)]
 
     def shown_entrypoint(self, show_secrets: bool = False,
                          conceal: Conceal | None = None) -> list[str]:
         how = _conceal(show_secrets, conceal)
-        return [self._free(how)(t) for t in self.secrets.conceal_args(self.entrypoint, how)]
+        free = self._free(how)
+        return [free(t) for t in self.secrets.conceal_args(self.entrypoint, how)]
 
     def shown_mounts(self, show_secrets: bool = False,
                      conceal: Conceal | None = None) -> list[MountSpec]:
