@@ -156,6 +156,8 @@ def plan_view(plan: Plan, show_secrets: bool = False, only_rank: int | None = No
     for r in plan.ranks:
         if only_rank is None or r.rank == only_rank:
             parts.append(rank_panel(plan, r, show_secrets, appended_from))
+    for title, text in plan.runner:  # how the cluster's kind runs it (Slurm: the job, the steps)
+        parts.append(Panel(plain(text), title=plain(title), title_align="left", border_style="cyan"))
     if plan.staging:
         st = Table(title="staging", title_justify="left", expand=False)
         for col in ("node", "job", "ranks", "src", "dst", "min free"):

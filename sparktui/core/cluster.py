@@ -9,10 +9,19 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from sparktui.core.errors import ClusterError, user_home
 from sparktui.core.kinds import KINDS, LOCAL, SSH, Kind, kind_of
@@ -192,6 +201,7 @@ class Cluster:
     health_interval: float | None = None  # [health] interval in seconds; None: not set here
     owner: str = ""  # the sparktui.owner label of what this operator starts (default_owner())
     source: TomlSource | None = field(default=None, compare=False, repr=False)  # for sentences
+    settings: BaseModel | None = None  # the kind's own table (``Kind.table``), when it has one
 
     @property
     def probe_interval(self) -> float:
@@ -236,6 +246,21 @@ def _port(text: str) -> int:
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 6 else -1
 
 
+def spec_model(kind: str) -> type[ClusterSpec]:
+    """The cluster file's schema for ``kind``: ``ClusterSpec`` plus the kind's own table when it
+    has one (``Kind.table``), so its keys are checked, located and suggested like the rest."""
+    traits = KINDS.get(kind)
+    return ClusterSpec if traits is None or traits.table is None else _with_table(kind, traits.table)
+
+
+@cache
+def _with_table(kind: str, table: type[BaseModel]) -> type[ClusterSpec]:
+    model: type[ClusterSpec] = create_model(  # type: ignore[call-overload]
+        f"ClusterSpec_{kind}", __base__=ClusterSpec,
+        **{kind: (table, Field(description=f"How the {kind} runtime runs the ranks"))})
+    return model
+
+
 def _resolve(spec: ClusterSpec, path: Path | None, source: TomlSource | None = None) -> Cluster:
     nodes = []
     for i, n in enumerate(spec.nodes):
@@ -248,16 +273,20 @@ def _resolve(spec: ClusterSpec, path: Path | None, source: TomlSource | None = N
             hf_cache=n.hf_cache or spec.hf_cache or "/",
             port_offset=n.port_offset, ssh=ssh, docker=docker,
         ))
+    settings = getattr(spec, spec.kind, None)
     return Cluster(name=spec.name, kind=spec.kind, dist_init_port=spec.dist_init_port,
                    nodes=tuple(nodes), path=path, health_interval=spec.health.interval_s,
-                   owner=spec.owner or default_owner(), source=source)
+                   owner=spec.owner or default_owner(), source=source,
+                   settings=settings if isinstance(settings, BaseModel) else None)
 
 
 def cluster_from_source(source: TomlSource) -> Cluster:
+    kind = source.data.get("kind", SSH)
+    model = spec_model(kind) if isinstance(kind, str) else ClusterSpec
     try:
-        spec = ClusterSpec.model_validate(source.data)
+        spec = model.model_validate(source.data)
     except ValidationError as exc:
-        raise ClusterError(problems_from(exc, source, ClusterSpec)) from None
+        raise ClusterError(problems_from(exc, source, model)) from None
     shell = kind_of(spec.kind).node_shell
     if shell and spec.hf_cache is None:
         missing = [i for i, n in enumerate(spec.nodes) if n.hf_cache is None]

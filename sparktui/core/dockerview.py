@@ -50,3 +50,34 @@ def docker_run_line(c: ContainerSpec, show_secrets: bool = False,
     parts += [q(a) for a in entrypoint[1:]]
     parts += [q(a) for a in c.shown_command(show_secrets, conceal)]
     return " ".join(parts)
+
+
+def docker_cli_args(c: ContainerSpec, extra_labels: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """What follows ``docker run -d`` for the Docker client on a node (the Slurm step's
+    supervisor runs it), as the Docker runtime's SDK call has it (``--init`` included), and the
+    environment to give the client: every variable goes by name (``-e NAME``), its value through
+    the client's environment, so no value, secret or not, is on a command line."""
+    d = c.docker
+    args = ["--init", "--name", c.name, "--network", d.network_mode, "--ipc", d.ipc_mode]
+    if c.shm_size:
+        args += ["--shm-size", c.shm_size]
+    if c.gpus and c.gpus.strip().lower() != "none":
+        args += ["--gpus", c.gpus]
+    for dev in c.devices:
+        args += ["--device", dev]
+    for cap in d.cap_add:
+        args += ["--cap-add", cap]
+    for name, limit in d.ulimits.items():
+        args += ["--ulimit", f"{name}={limit}:{limit}"]
+    for m in c.mounts:
+        args += ["-v", bind(m)]
+    for k in c.env:
+        args += ["-e", k]
+    for k, v in {**c.labels, **extra_labels}.items():
+        args += ["--label", f"{k}={v}"]
+    if c.entrypoint:
+        args += ["--entrypoint", c.entrypoint[0]]
+    args.append(c.image)
+    args += c.entrypoint[1:]
+    args += c.command
+    return args, dict(c.env)

@@ -10,7 +10,12 @@ its entry (``add_kind``, called by ``backend.runtimes.register``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 SSH = "ssh"
 LOCAL = "local"
@@ -30,6 +35,13 @@ class Kind:
     """Commands reach each node's login shell: the values they carry must hold only the safe
     characters of ``core.nodevalues``, and the HF cache folder must be given (nothing can
     expand ``~`` on a node before sparktui connects)."""
+    table: type[BaseModel] | None = None
+    """The cluster file's table of this kind's own, named as the kind (``[slurm]``): required
+    with this kind, an unknown key with any other; read into ``Cluster.settings``."""
+    views: Callable[[Any, Any], list[tuple[str, str]]] | None = None
+    """``(Plan, Cluster) -> [(title, text)]`` (typed loosely: the plan and the cluster import
+    this module): what the plan view shows of how this kind runs
+    the plan, beside the ranks' containers (Slurm: the job script and each rank's step)."""
 
 
 KINDS: dict[str, Kind] = {

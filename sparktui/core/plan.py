@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from sparktui.core.cluster import LOCAL_HEAD, Cluster, Node
@@ -125,6 +125,9 @@ class Plan:
     boot: BootPlan
     plan_hash: str = field(default="")
     distributed_backend: str = "mp"
+    runner: tuple[tuple[str, str], ...] = ()
+    """How the cluster's kind runs the plan, as ``(title, text)`` for the plan views (Slurm:
+    the job script, each rank's step); derived from the rest, so not hashed."""
 
     @property
     def world(self) -> int:
@@ -146,6 +149,7 @@ class Plan:
             "ranks": [r.to_json(show_secrets, conceal) for r in self.ranks],
             "staging": [s.to_json() for s in self.staging],
             "boot": self.boot.to_json(),
+            **({"runner": [{"title": t, "text": x} for t, x in self.runner]} if self.runner else {}),
         }
 
 
@@ -302,4 +306,6 @@ def build_plan(recipe: Recipe, cluster: Cluster, secret_key: bytes | None = None
     for r in ranks:  # after the hash: who starts a plan does not change what it runs
         r.container.labels[LABEL_PLAN] = digest
         r.container.labels[LABEL_OWNER] = cluster.owner
-    return Plan(**{**plan.__dict__, "plan_hash": digest})
+    plan = Plan(**{**plan.__dict__, "plan_hash": digest})
+    views = cluster.traits.views
+    return replace(plan, runner=tuple(views(plan, cluster))) if views is not None else plan

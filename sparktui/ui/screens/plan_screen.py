@@ -98,6 +98,11 @@ class PlanScreen(Dialog[None]):
                     with TabPane(content(f"r{rank.rank} {rank.node}"), id=f"plan-r{rank.rank}"), \
                             VerticalScroll():
                         yield Static(rank_view(self.plan, rank, self.recipe_args, muted))
+                if self.plan.runner:  # how the cluster's kind runs it (Slurm: job and steps)
+                    with TabPane("runner", id="plan-runner"), VerticalScroll():
+                        for title, text in self.plan.runner:
+                            yield Static(Group(Text(title, muted + Style(bold=True)),
+                                               _text(text), Text("")))
 
     def action_show_tab(self, index: int) -> None:
         if 0 <= index < self.plan.world:

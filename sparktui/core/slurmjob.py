@@ -1,0 +1,171 @@
+"""The Slurm kind's pure half: its cluster-file table (``[slurm]``), the job script that holds
+the allocation, and the step that runs each rank's container inside it.
+
+One job per run holds every node of the plan (``--nodelist``: rank N runs on the plan's node N,
+so the plan's flags, head address included, are the ones that run); the batch script only
+waits. Each rank is a step sparktui starts into that allocation from the login node (``srun
+--jobid``), named ``rank<N>``, running the step supervisor (``backend/runtimes/slurm_step.py``)
+with the rank's spec: so one rank is replaced by a new step while the others run on, and the
+group by new steps in the same allocation (a requeue waits about 120 s and may revoke the job's
+credential). Everything here is text for the login node's shell: every value is checked to hold
+only safe characters and quoted besides.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import AfterValidator, Field, field_validator
+
+from sparktui.core.nodevalues import unsafe_sentence
+from sparktui.core.validation import StrictModel
+
+if TYPE_CHECKING:
+    from sparktui.core.cluster import Cluster
+    from sparktui.core.plan import Plan
+
+SLURM = "slurm"
+JOB_PREFIX = "sparktui."
+"""Jobs are named ``sparktui.<recipe slug>``: how ``find`` tells a recipe's job from others."""
+STEP_PREFIX = "rank"
+STEP_SUPERVISOR = "slurm_step.py"
+"""The supervisor's file name in the job's folder (written there before the first step)."""
+SLURM_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+_TIME = re.compile(r"(?:\d{1,4}-)?\d{1,6}(?::\d{1,2}){0,2}|UNLIMITED|INFINITE")
+
+
+def _safe(value: str) -> str:
+    why = unsafe_sentence(value)
+    if why is not None:
+        raise ValueError(why)
+    return value
+
+
+def _folder(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError(f"{value[:200]!r} must be an absolute path: the login node and every "
+                         "compute node see the folder at this same path")
+    return _safe(value.rstrip("/") or "/")
+
+
+SafeFolder = Annotated[str, AfterValidator(_folder)]
+
+
+class SlurmSettings(StrictModel):
+    """``[slurm]``: where the scheduler is reached and what the job asks for. The login node is
+    reached over SSH with the cluster's ``[ssh]`` settings (host keys verified as for any
+    node); the ranks' containers run on the allocated nodes' own Docker engines."""
+
+    login: str = Field(description='The login node, "host" or "host:port": where sbatch, srun, '
+                                   "squeue and scancel run")
+    partition: str = Field(pattern=SLURM_NAME, max_length=128, description="sbatch --partition")
+    account: str | None = Field(default=None, pattern=SLURM_NAME, max_length=128,
+                                description="sbatch --account (default: the user's own)")
+    time: str = Field(default="1-00:00:00",
+                      description='The allocation\'s time limit, as sbatch --time takes it '
+                                  '("30", "4:00:00", "1-00:00:00")')
+    gpus_per_node: int = Field(default=0, ge=0, le=64,
+                               description="GPUs asked of each node (--gres=gpu:N); 0: none")
+    shared_dir: SafeFolder = Field(
+        description="A folder the login node and every compute node see at this path: each "
+                    "run's job script, step supervisor and per-rank output go there")
+    python: SafeFolder = Field(default="/usr/bin/python3",
+                               description="Python 3 on the compute nodes (runs each step's "
+                                           "supervisor)")
+
+    @field_validator("login")
+    @classmethod
+    def _login(cls, value: str) -> str:
+        addr, _, port = value.rpartition(":") if value.count(":") == 1 else (value, "", "22")
+        if not addr or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", addr):
+            raise ValueError(f"{value[:200]!r} is not a host name or address")
+        if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+            raise ValueError(f"port {port!r} is not a TCP port (1-65535)")
+        return value
+
+    @field_validator("time")
+    @classmethod
+    def _time(cls, value: str) -> str:
+        if not _TIME.fullmatch(value):
+            raise ValueError(f"{value[:80]!r} is no Slurm time limit: write minutes (\"90\"), "
+                             "\"H:MM:SS\" or \"D-HH:MM:SS\"")
+        return value
+
+    @property
+    def login_host(self) -> tuple[str, int]:
+        if self.login.count(":") == 1:
+            host, port = self.login.split(":")
+            return host, int(port)
+        return self.login, 22
+
+
+def job_name(slug: str) -> str:
+    return f"{JOB_PREFIX}{slug}"
+
+
+def step_name(rank: int) -> str:
+    return f"{STEP_PREFIX}{rank}"
+
+
+def job_script(plan: Plan, cluster: Cluster, settings: SlurmSettings, folder: str) -> str:
+    """The batch script: it asks for the plan's nodes, one task each, and holds them until the
+    job is cancelled (the ranks are steps started into it). ``folder``: the run's folder in
+    ``shared_dir`` (the batch output goes there)."""
+    q = shlex.quote
+    nodes = [r.node for r in plan.ranks]
+    lines = [
+        "#!/bin/sh",
+        f"#SBATCH --job-name={q(job_name(plan.recipe_slug))}",
+        f"#SBATCH --partition={q(settings.partition)}",
+    ]
+    if settings.account:
+        lines.append(f"#SBATCH --account={q(settings.account)}")
+    lines += [
+        f"#SBATCH --nodes={len(nodes)}",
+        f"#SBATCH --nodelist={q(','.join(nodes))}",
+        "#SBATCH --ntasks-per-node=1",
+        f"#SBATCH --time={q(settings.time)}",
+        f"#SBATCH --output={q(folder + '/job-%j.out')}",
+        f"#SBATCH --comment={q('sparktui owner=' + cluster.owner + ' plan=' + plan.plan_hash)}",
+    ]
+    if settings.gpus_per_node:
+        lines.append(f"#SBATCH --gres=gpu:{settings.gpus_per_node}")
+    lines += [
+        "# sparktui: the allocation is held here; each rank is a step started into it (srun",
+        "# --jobid), so one rank is replaced without giving the nodes back",
+        "trap 'exit 0' TERM INT",
+        "while :; do sleep 3600 & wait $!; done",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def step_argv(plan: Plan, settings: SlurmSettings, rank: int, job_id: str, folder: str,
+              attempt: int) -> list[str]:
+    """``srun`` starting rank ``rank``'s step into job ``job_id`` on its node: the supervisor
+    with the rank's spec file (``<folder>/rank<N>-<attempt>.json``), which runs the container
+    and writes its output, time-stamped, to ``<folder>/rank<N>-<attempt>.log``."""
+    base = f"{folder}/{step_name(rank)}-{attempt}"
+    return [
+        "srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1",
+        f"--nodelist={plan.ranks[rank].node}", f"--job-name={step_name(rank)}",
+        f"--output={base}.srun", "--kill-on-bad-exit=0", "--quiet",
+        settings.python, "-I", f"{folder}/{STEP_SUPERVISOR}", f"{base}.json",
+    ]
+
+
+def views(plan: Plan, cluster: Cluster) -> list[tuple[str, str]]:
+    """What the plan view shows of the job: the script and each rank's step, with the job's id
+    and folder as ``sbatch`` will give them (``$SLURM_JOB_ID``, ``<shared_dir>/<job folder>``)."""
+    settings = cluster.settings
+    if not isinstance(settings, SlurmSettings):
+        return []
+    folder = f"{settings.shared_dir}/{job_name(plan.recipe_slug)}-<run>"
+    out = [("job script (sbatch, on " + settings.login + ")",
+            job_script(plan, cluster, settings, folder))]
+    for r in plan.ranks:
+        argv = step_argv(plan, settings, r.rank, "$SLURM_JOB_ID", folder, 1)
+        out.append((f"rank {r.rank} step", " ".join(shlex.quote(a) for a in argv)))
+    return out
