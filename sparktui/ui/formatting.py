@@ -13,6 +13,7 @@ from rich.style import Style
 from textual.widget import Widget
 
 from sparktui.core.ranks import RankState
+from sparktui.core.rankstate import assert_never, by_state
 from sparktui.core.units import format_bytes
 
 MUTED = "$foreground 60%"
@@ -28,11 +29,26 @@ def muted_css(text: str) -> str:
     return text.replace("$muted", MUTED)
 
 
-STATE_COLOR: dict[RankState, str] = {
-    "ready": "$success", "failed": "$error", "booting": "$warning", "creating": "$warning",
-    "restarting": "$accent", "staging": "$primary", "stopped": MUTED, "pending": MUTED,
-}
-"""The colour of each rank state (ready and failed also bold)."""
+def _state_color(state: RankState) -> str:
+    match state:
+        case "ready":
+            return "$success"
+        case "failed":
+            return "$error"
+        case "booting" | "creating":
+            return "$warning"
+        case "restarting":
+            return "$accent"
+        case "staging":
+            return "$primary"
+        case "stopped" | "pending":
+            return MUTED
+        case _:
+            assert_never(state)
+
+
+STATE_COLOR: dict[RankState, str] = by_state(_state_color)
+"""The colour of each rank state (ready and failed also bold); total, as mypy proves."""
 STATE_BOLD: frozenset[RankState] = frozenset({"failed", "ready"})
 
 
