@@ -43,7 +43,15 @@ from sparktui.backend.owners import (
     mine,
 )
 from sparktui.backend.runtime import Containers, ContainerState, ImageMissing, RuntimeLost
-from sparktui.backend.runtimes.base import Images, NodeExec, NodeProbe, RestartOne, Stage, Telemetry
+from sparktui.backend.runtimes.base import (
+    Allocation,
+    Images,
+    NodeExec,
+    NodeProbe,
+    RestartOne,
+    Stage,
+    Telemetry,
+)
 from sparktui.backend.runtimes.registry import runtime_for
 from sparktui.backend.smoke import SmokeResult, smoke
 from sparktui.backend.staging import Stager, StagingResult
@@ -595,12 +603,34 @@ class Orchestrator:
 
     async def _launch_in_order(self, infos: list[RankInfo], order: LaunchOrder | None = None) -> None:
         """In ``order`` (default: the Orchestrator's ``launch_order``, see ``LaunchOrder``)."""
+        if isinstance(self.runtime, Allocation) and not await self._allocated(infos):
+            return
         head = [i for i in infos if i.rank == 0]
         workers = [i for i in infos if i.rank != 0]
         groups = {"workers-first": [workers, head], "head-first": [head, workers],
                   "parallel": [infos]}[order or self.launch_order]
         for group in groups:
             await asyncio.gather(*(self._launch(info) for info in group))
+
+    async def _allocated(self, infos: list[RankInfo]) -> bool:
+        """The scheduler's nodes for ``infos``: queued (with its reason) until it gives them;
+        False, every rank failed with the reason, when it cannot."""
+        assert isinstance(self.runtime, Allocation) and self.run is not None
+
+        def waiting(why: str) -> None:
+            for info in infos:
+                self.board.set_state(info, "queued", Cause("queued", text=why))
+
+        waiting("submitting the job")
+        try:
+            await self.runtime.allocate(self.plan, self.run.id, waiting)
+        except Exception as exc:
+            for info in infos:
+                info.exit_code, info.ended = None, True
+                self.board.set_state(info, "failed", Cause("could_not_start", text=sentence(exc)))
+            self.board.notice("error", f"no allocation: {sentence(exc)}")
+            return False
+        return True
 
     async def down(self, adopt: bool = False) -> None:
         """Stop and remove this operator's container of every rank (all nodes at once);
@@ -624,6 +654,11 @@ class Orchestrator:
             self.adoptions.forget([info.container_id])
             self.board.set_state(info, "stopped", Cause("removed_by_down"))
         await asyncio.gather(*(one(i) for i in self.ranks))
+        if isinstance(self.runtime, Allocation) and not any(i.has_container for i in self.ranks):
+            try:
+                await self.runtime.release()  # the nodes go back to the scheduler
+            except (RuntimeLost, NodeError) as exc:
+                self.board.notice("error", f"the allocation was not released: {sentence(exc)}")
         if self.run is not None:  # ``kept``: ranks whose container is still there (an error)
             self.run.event("down", kept=[i.rank for i in self.ranks if i.has_container])
 

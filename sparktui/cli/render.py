@@ -48,6 +48,8 @@ def _state_style(state: RankState) -> str:
             return "magenta"
         case "staging":
             return "cyan"
+        case "queued":
+            return "blue"
         case _:
             assert_never(state)
 

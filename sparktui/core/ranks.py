@@ -34,7 +34,7 @@ LAST_LINES = 20
 CauseCode = Literal["boot_timeout", "fatal_line", "exited", "no_exit_code", "not_running",
                     "removed_outside", "group_fell", "peer_restarted", "could_not_start",
                     "image_missing", "staging", "stopped_exit", "removed_by_down", "held",
-                    "unreachable"]
+                    "unreachable", "queued"]
 """Why a rank is in its state, as a code: what the board sets and the console and CLI read.
 The sentence shown (``Cause.sentence``) and its short form (``Cause.reason``) derive from it."""
 
@@ -84,6 +84,8 @@ class Cause:
                 return "removed by down"
             case "held" | "unreachable":
                 return self.text or ""
+            case "queued":
+                return "waiting for the scheduler"
             case _:
                 assert_never(self.code)
 

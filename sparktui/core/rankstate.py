@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal, NoReturn, TypeVar, get_args
 
-RankState = Literal["pending", "staging", "creating", "booting", "ready", "failed", "stopped",
-                    "restarting"]
+RankState = Literal["pending", "staging", "queued", "creating", "booting", "ready", "failed",
+                    "stopped", "restarting"]
 STATES: tuple[RankState, ...] = get_args(RankState)
 
 _X = TypeVar("_X")
@@ -47,14 +47,16 @@ LAUNCHING: frozenset[RankState] = frozenset({"creating", "restarting"})
 asked for its health) no longer holds."""
 
 # From a settled state a new launch starts over: staging (when the recipe stages data) or creating.
-_RELAUNCH: frozenset[RankState] = frozenset({"staging", "creating", "restarting"})
+_RELAUNCH: frozenset[RankState] = frozenset({"staging", "queued", "creating", "restarting"})
 
 
 def _moves(state: RankState) -> frozenset[RankState]:
     match state:
         case "pending":
-            return frozenset({"staging", "creating", "failed", "stopped", "restarting"})
+            return frozenset({"staging", "queued", "creating", "failed", "stopped", "restarting"})
         case "staging":
+            return frozenset({"queued", "creating", "failed", "stopped"})
+        case "queued":  # the scheduler has not given the nodes yet (Slurm: the job pends)
             return frozenset({"creating", "failed", "stopped"})
         case "creating":
             return frozenset({"booting", "failed", "stopped"})
@@ -67,7 +69,7 @@ def _moves(state: RankState) -> frozenset[RankState]:
         case "stopped":
             return _RELAUNCH
         case "restarting":
-            return frozenset({"creating", "failed", "stopped"})
+            return frozenset({"queued", "creating", "failed", "stopped"})
         case _:
             assert_never(state)
 

@@ -41,6 +41,8 @@ def _state_color(state: RankState) -> str:
             return "$accent"
         case "staging":
             return "$primary"
+        case "queued":
+            return "$secondary"
         case "stopped" | "pending":
             return MUTED
         case _:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,15 @@ import pytest
 from sparktui.backend.http import ByteReader, ByteWriter, Opener
 from sparktui.backend.orchestrator import Orchestrator
 from sparktui.backend.runtime import Containers
-from sparktui.backend.runtimes.base import Images, NodeExec, NodeProbe, RestartOne, Stage, Telemetry
+from sparktui.backend.runtimes.base import (
+    Allocation,
+    Images,
+    NodeExec,
+    NodeProbe,
+    RestartOne,
+    Stage,
+    Telemetry,
+)
 from sparktui.backend.runtimes.processes import LocalRuntime
 from sparktui.backend.runtimes.registry import RUNTIMES, register, unregister
 from sparktui.cli import main
@@ -179,3 +187,44 @@ async def test_what_a_runtime_cannot_do_is_refused_or_left_out(procs: Path, tmp_
     finally:
         await orch.close()
     assert not (tmp_path / "s" / "procs").exists()
+
+
+class Scheduled(Procs):
+    """``Procs`` whose nodes come from a scheduler (``Allocation``): the test holds the nodes
+    back, says why, then gives them; ``release`` is recorded."""
+
+    gate: asyncio.Event
+    released: list[str]
+
+    async def allocate(self, plan: object, run_id: str, waiting: Callable[[str], None]) -> None:
+        waiting("job 7 pending (Resources)")
+        await Scheduled.gate.wait()
+
+    async def release(self) -> None:
+        Scheduled.released.append("released")
+
+
+async def test_ranks_wait_queued_with_the_schedulers_reason(procs: Path, tmp_path: Path) -> None:
+    register(KIND, Scheduled)
+    Scheduled.gate, Scheduled.released = asyncio.Event(), []
+    recipe = load_recipe(RECIPES / DEMO / "recipe.toml")
+    cluster = load_cluster(procs)
+    orch = Orchestrator(recipe, cluster, build_plan(recipe, cluster), state_root=tmp_path / "s")
+    assert isinstance(orch.runtime, Allocation)
+    try:
+        up = asyncio.create_task(orch.up(port_check=False))
+        for _ in range(100):
+            if all(r.state == "queued" for r in orch.ranks):
+                break
+            await asyncio.sleep(0.05)
+        assert [r.state for r in orch.ranks] == ["queued"] * 4
+        assert all(r.detail == "waiting for the scheduler: job 7 pending (Resources)"
+                   for r in orch.ranks)
+        assert all(r.container_id is None for r in orch.ranks)  # nothing started while queued
+        Scheduled.gate.set()
+        await up
+        assert await orch.wait(timeout=60)
+        await orch.down()
+        assert Scheduled.released == ["released"]
+    finally:
+        await orch.close()

@@ -17,7 +17,7 @@ from tests.conftest import ROOT
 
 PACKAGE = ROOT / "sparktui"
 NEW = "draining"
-STATE_LINE = '"restarting"]'  # the end of ``RankState`` in core/rankstate.py
+STATE_LINE = '"stopped", "restarting"]'  # the end of ``RankState`` in core/rankstate.py
 
 
 def maps() -> dict[str, list[tuple[str, int, int]]]:
@@ -53,7 +53,7 @@ def test_a_new_state_is_reported_in_every_map_that_lacks_it(tmp_path: Path) -> N
     table = copy / "core" / "rankstate.py"
     text = table.read_text()
     assert text.count(STATE_LINE) == 1, "RankState's last state moved: update STATE_LINE"
-    table.write_text(text.replace(STATE_LINE, f'"restarting", "{NEW}"]'))
+    table.write_text(text.replace(STATE_LINE, f'"stopped", "restarting", "{NEW}"]'))
     res = subprocess.run(
         [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
          "--cache-dir", str(tmp_path / ".mypy_cache"), "--follow-imports=silent",

@@ -113,3 +113,16 @@ class Preflight(Protocol):
 
     async def preflight(self, node: Node, image: str, slug: str) -> tuple[list[Finding], str | None]:
         ...
+
+
+@runtime_checkable
+class Allocation(Protocol):
+    """A scheduler hands out the nodes: the ranks wait (``queued``, with the scheduler's
+    reason) until ``allocate`` returns, and ``release`` gives the nodes back after ``down``."""
+
+    async def allocate(self, plan: Plan, run_id: str, waiting: Callable[[str], None]) -> None:
+        """Returns once the nodes are held; ``waiting`` is told why not yet, each time that
+        changes."""
+        ...
+
+    async def release(self) -> None: ...
