@@ -2,7 +2,8 @@
 
 The test fixture skips (or, under CI=true, fails) with these reasons instead of a traceback
 from deep inside `up`, and `up` refuses early with them: Linux, root, the tools and daemons
-it shells out to, busybox and a Debian CPython for the image, and working `ip netns`.
+it shells out to (Slurm's and MUNGE's daemons among them), busybox and a Debian CPython for the
+image, and working `ip netns`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ def check_host() -> list[str]:
         "containerd",
         "runc",
         "docker",
+        # Slurm (slurmctld slurmd slurm-client munge) and what runs it as another user
+        "slurmctld",
+        "slurmd",
+        "sinfo",
+        "munged",
+        "mungekey",
+        "setpriv",
+        "useradd",
     ]
     for tool in tools:
         if not shutil.which(tool, path=DAEMON_PATH):
