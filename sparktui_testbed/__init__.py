@@ -27,15 +27,30 @@ Usage (as root, from the repository root)::
     python3 -m sparktui_testbed stop-sshd NODE | start-sshd NODE
     python3 -m sparktui_testbed rekey NODE [--restore] [--update-known-hosts]
     python3 -m sparktui_testbed login-shell NODE [SHELL]   (no SHELL: the machine's own)
+    python3 -m sparktui_testbed slurm [--user USER] CMD...   (sinfo, sbatch, ... on the login node)
+    python3 -m sparktui_testbed stop-slurmd NODE [--down] | start-slurmd NODE
+    python3 -m sparktui_testbed slurm-state NODE DOWN|DRAIN|RESUME [--reason TEXT]
+    python3 -m sparktui_testbed stop-slurm
 
 Importable: ``up(n, state_dir)``, ``down(state_dir)``, ``status(state_dir)``,
 ``load(state_dir)``, ``stop_sshd(state_dir, node)``, ``start_sshd(state_dir, node)``,
 ``rekey(state_dir, node, restore=False)``, ``login_shell(state_dir, node, shell)``,
-``check_host()``.
+``check_host()``; for Slurm ``slurm_command(state_dir, argv, user="root")``,
+``slurm_states(state_dir)``, ``stop_slurmd(state_dir, node, down=False)``,
+``start_slurmd(state_dir, node)``, ``set_slurm_state(state_dir, node, state, reason)``,
+``stop_slurm(state_dir)``; ``Testbed.slurm`` (a ``Slurm`` record: the login node, SLURM_CONF,
+the shared folder, the partition, the second user).
+
+Slurm (slurm.py): a login node ``login`` (netns ``sptb-login``, 10.250.0.10, its own sshd whose
+sessions get ``SLURM_CONF``, munged and slurmctld), a slurmd per node (tasks reach the node's
+own dockerd at /var/run/docker.sock), partition ``spark`` of every node, ``<state>/shared`` at
+the same path everywhere, the epilog sparktui ships (sparktui/backend/runtimes/slurm_epilog.sh),
+and a second unix user ``sptb-other``.
 
 Modules: config (names, paths, timeouts), runner (commands, errors, logging), layout (records,
 state dir, lock, cluster file), procs, mounts, loginshell, netns, docker_api, image, daemons, verify,
-host (check_host), cluster (the lifecycle API), cli.
+host (check_host), slurm (the Slurm cluster), cluster (the lifecycle API), slurmctl (Slurm's
+controls), cli.
 
 Standard library only; Python 3.10+.
 """
@@ -47,8 +62,9 @@ from .cluster import down, load, login_shell, rekey, start_sshd, status, stop_ss
 from .config import DEFAULT_STATE_DIR, IMAGE, IMAGE_RECIPE_VERSION, STATE_ENV
 from .host import check_host
 from .image import build_image
-from .layout import Node, Paths, Testbed, resolve_state_dir
+from .layout import Node, Paths, Slurm, Testbed, resolve_state_dir
 from .runner import TestbedError
+from .slurmctl import set_slurm_state, slurm_command, slurm_states, start_slurmd, stop_slurm, stop_slurmd
 
 __all__ = [
     "DEFAULT_STATE_DIR",
@@ -57,6 +73,7 @@ __all__ = [
     "STATE_ENV",
     "Node",
     "Paths",
+    "Slurm",
     "Testbed",
     "TestbedError",
     "build_image",
@@ -67,8 +84,14 @@ __all__ = [
     "main",
     "rekey",
     "resolve_state_dir",
+    "set_slurm_state",
+    "slurm_command",
+    "slurm_states",
+    "start_slurmd",
     "start_sshd",
     "status",
+    "stop_slurm",
+    "stop_slurmd",
     "stop_sshd",
     "up",
 ]

@@ -1,4 +1,5 @@
-"""The command line: `python -m sparktui_testbed up|down|status|stop-sshd|start-sshd|rekey|login-shell`.
+"""The command line: `python -m sparktui_testbed up|down|status|stop-sshd|start-sshd|rekey|login-shell`,
+and for Slurm `slurm CMD...|stop-slurmd|start-slurmd|slurm-state|stop-slurm`.
 
 A thin argparse layer over the public API, for people (bring the cluster up once, point
 sparktui at its cluster.toml, poke at nodes) and for scripts (`status --json`, exit codes:
@@ -16,6 +17,7 @@ from typing import Any
 from .cluster import down, login_shell, rekey, start_sshd, status, stop_sshd, up
 from .config import DEFAULT_STATE_DIR, STATE_ENV
 from .runner import TestbedError, set_verbose
+from .slurmctl import set_slurm_state, slurm_command, start_slurmd, stop_slurm, stop_slurmd
 
 PROG = "python -m sparktui_testbed"
 DESCRIPTION = 'A real local test cluster for sparktui: N "nodes" on this one machine.'
@@ -40,6 +42,25 @@ def _print_status(st: dict[str, Any]) -> None:
             f" dockerd={h['dockerd_pid'] or 'DOWN'}"
             f"{'' if h['docker_ping'] else '(no ping)'} image={img}"
             f" socket={node['docker_socket']}"
+        )
+    _print_slurm(tb.get("slurm"), st.get("slurm"))
+
+
+def _print_slurm(s: dict[str, Any] | None, h: dict[str, Any] | None) -> None:
+    if not s or not h:
+        print("slurm: not started")
+        return
+    login = s["login"]
+    print(
+        f"slurm: login {login['ip']} sshd={h['sshd_pid'] or 'DOWN'}"
+        f"{'' if h['ssh_port_open'] else '(port closed)'} munged={h['munged_pid'] or 'DOWN'}"
+        f" slurmctld={h['slurmctld_pid'] or 'DOWN'}{'' if h['slurmctld_port_open'] else '(port closed)'}"
+        f"   partition {s['partition']}   SLURM_CONF={s['conf']}   shared {s['shared']}"
+    )
+    for name, d in h["slurmd"].items():
+        print(
+            f"  {name:7} slurmd={d['pid'] or 'DOWN'}{'' if d['port_open'] else '(port closed)'}"
+            f" state={d['state'] or '?'}"
         )
 
 
@@ -71,6 +92,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = add("login-shell", "set root's login shell on one node (no SHELL: the machine's own)")
     p.add_argument("node")
     p.add_argument("shell", nargs="?", default=None)
+    p = add("slurm", "run a Slurm client command on the login node (exit: its exit code)")
+    p.add_argument("--user", default="root", help="as this unix user (default root)")
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="CMD ...")
+    p = add("stop-slurmd", "kill a node's slurmd (its steps go on)")
+    p.add_argument("node")
+    p.add_argument("--down", action="store_true", help="then set the node DOWN")
+    add("start-slurmd", "start a node's slurmd and wait until it is in service").add_argument("node")
+    p = add("slurm-state", "scontrol update a node's State (DOWN, DRAIN, RESUME, ...)")
+    p.add_argument("node")
+    p.add_argument("node_state", metavar="STATE")
+    p.add_argument("--reason", default="sparktui testbed")
+    add("stop-slurm", "take Slurm and the login node off the testbed (up starts them again)")
     args = ap.parse_args(argv)
     set_verbose(not args.quiet)
     try:
@@ -100,6 +133,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             start_sshd(args.state, args.node)
         elif args.cmd == "login-shell":
             login_shell(args.state, args.node, args.shell)
+        elif args.cmd == "slurm":
+            argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+            if not argv:
+                ap.error("slurm: give a command, e.g. sinfo")
+            cp = slurm_command(args.state, argv, user=args.user)
+            sys.stdout.write(cp.stdout)
+            sys.stderr.write(cp.stderr)
+            return cp.returncode
+        elif args.cmd == "stop-slurmd":
+            stop_slurmd(args.state, args.node, down=args.down)
+        elif args.cmd == "start-slurmd":
+            print(start_slurmd(args.state, args.node))
+        elif args.cmd == "slurm-state":
+            set_slurm_state(args.state, args.node, args.node_state, args.reason)
+        elif args.cmd == "stop-slurm":
+            stop_slurm(args.state)
         elif args.cmd == "rekey":
             print(
                 rekey(args.state, args.node, restore=args.restore, update_known_hosts=args.update_known_hosts)

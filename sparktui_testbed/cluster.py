@@ -4,7 +4,9 @@
 benches call it every session): it reuses what runs, restarting a stopped sshd and reloading
 a stale image; otherwise it tears down whatever is left and builds all nodes cold, then
 verifies them. Every mutating call holds the state dir lock, so concurrent callers serialise.
-`down` works from names alone and also cleans up after a half-failed `up`.
+`down` works from names alone and also cleans up after a half-failed `up`. Slurm (slurm.py)
+is part of every testbed: it comes up while the engines start, a reused testbed gets what a
+test stopped of it back, and `down` stops it with the login node.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import daemons, docker_api
-from .config import BRIDGE, BRIDGE_IP, IMAGE, MAX_NODES, STORAGE_DRIVER_ENV, T_LOAD
+from . import daemons, docker_api, slurm
+from .config import BRIDGE, BRIDGE_IP, IMAGE, MAX_NODES, STORAGE_DRIVER_ENV, T_LOAD, T_SLURM
 from .host import check_host
 from .image import build_image
-from .layout import Node, Paths, Testbed, locked, write_cluster_file
+from .layout import Node, Paths, Slurm, Testbed, locked, write_cluster_file
 from .loginshell import set_login_shell
 from .mounts import is_mountpoint, mounts, ns_dir_private, setup_mntns, umount_under, under
 from .netns import leftovers, remove_forward_rule, setup_bridge, setup_netns
@@ -67,11 +69,24 @@ def status(state_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         left = leftovers()
         return {"state_dir": str(paths.sd), "up": False, "leftovers": left}
     health = _health(tb)
-    ok = Path(f"/sys/class/net/{BRIDGE}").exists() and all(
-        h["netns"] and h["mntns"] and h["ssh_port_open"] and h["docker_ping"] and h["image_id"] == tb.image_id
-        for h in health.values()
+    slurm_health = slurm.health(tb.slurm, tb.nodes) if tb.slurm else None
+    ok = (
+        Path(f"/sys/class/net/{BRIDGE}").exists()
+        and all(
+            h["netns"] and h["mntns"] and h["ssh_port_open"] and h["docker_ping"]
+            and h["image_id"] == tb.image_id
+            for h in health.values()
+        )
+        and slurm_health is not None
+        and slurm.healthy(slurm_health)
     )
-    return {"state_dir": str(paths.sd), "up": ok, "testbed": tb.to_json(), "health": health}
+    return {
+        "state_dir": str(paths.sd),
+        "up": ok,
+        "testbed": tb.to_json(),
+        "health": health,
+        "slurm": slurm_health,
+    }
 
 
 def up(
@@ -140,8 +155,28 @@ def _try_reuse(tb: Testbed, paths: Paths) -> Testbed | None:
     if stale or image_id != tb.image_id:
         tb.image_id, tb.image_inputs, tb.image_archive = image_id, inputs, archive
         paths.info.write_text(json.dumps(tb.to_json(), indent=2) + "\n")
+    if not _reuse_slurm(tb):
+        t0 = time.monotonic()
+        log("starting slurm on the running testbed")
+        problems = slurm.stop(paths, tb.nodes)
+        if problems:
+            raise TestbedError("stopping what was left of slurm failed:\n  " + "\n  ".join(problems))
+        tb.slurm = slurm.start(paths, tb.nodes)
+        slurm.verify(tb.slurm, tb.nodes)
+        tb.timings["slurm_s"] = round(time.monotonic() - t0, 2)
+        paths.info.write_text(json.dumps(tb.to_json(), indent=2) + "\n")
     tb.reused = True
     return tb
+
+
+def _reuse_slurm(tb: Testbed) -> bool:
+    if tb.slurm is None:
+        return False
+    try:
+        return slurm.repair(tb.slurm, Paths(tb.state_dir), tb.nodes)
+    except TestbedError as e:
+        log(f"slurm cannot be reused: {e}")
+        return False
 
 
 def _load_image(node: Node, archive: str, image_id: str) -> None:
@@ -171,8 +206,9 @@ def _up_cold(n: int, paths: Paths, *, verify: bool) -> Testbed:
                 Path(d).mkdir(parents=True, exist_ok=True)
         paths.docker_cli.mkdir(exist_ok=True)
 
-    # the image build does not depend on the nodes: overlap it with the node setup
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as ex:
+    # the image build does not depend on the nodes: overlap it with the node setup; Slurm
+    # does not need the engines: it comes up while they start
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as ex:
         image_future = ex.submit(build_image, paths)
 
         with step(None, "keys"):
@@ -196,6 +232,7 @@ def _up_cold(n: int, paths: Paths, *, verify: bool) -> Testbed:
 
         parallel(nodes, daemons.start_sshd)
         lap("sshd_s")
+        slurm_future = ex.submit(_timed_slurm_start, paths, nodes)
 
         driver = os.environ.get(STORAGE_DRIVER_ENV) or "overlay2"
 
@@ -222,8 +259,11 @@ def _up_cold(n: int, paths: Paths, *, verify: bool) -> Testbed:
         with step(None, "build image"):
             archive, image_id, inputs = image_future.result(timeout=T_LOAD)
         lap("image_build_wait_s")
-    parallel(nodes, lambda node: _load_image(node, archive, image_id))
-    lap("image_load_s")
+        parallel(nodes, lambda node: _load_image(node, archive, image_id))
+        lap("image_load_s")
+        with step(None, "slurm"):
+            slurm_cluster, timings["slurm_s"] = slurm_future.result(timeout=4 * T_SLURM)
+        lap("slurm_wait_s")
 
     drivers = sorted({node.storage_driver for node in nodes})
     tb = Testbed(
@@ -244,13 +284,21 @@ def _up_cold(n: int, paths: Paths, *, verify: bool) -> Testbed:
         storage_driver=",".join(drivers),
         created=time.time(),
         timings=timings,
+        slurm=slurm_cluster,
     )
     write_cluster_file(paths, nodes)
     paths.info.write_text(json.dumps(tb.to_json(), indent=2) + "\n")
     if verify:
         verify_testbed(tb, paths)
+        slurm.verify(slurm_cluster, nodes)
         lap("verify_s")
     return tb
+
+
+def _timed_slurm_start(paths: Paths, nodes: list[Node]) -> tuple[Slurm, float]:
+    t0 = time.monotonic()
+    s = slurm.start(paths, nodes)
+    return s, round(time.monotonic() - t0, 2)
 
 
 def down(
@@ -287,11 +335,14 @@ def _down_locked(paths: Paths, *, purge: bool) -> list[str]:
         m = re.search(r"sptb-(?:node|v)(\d+)$", item)
         if m:
             indices.add(int(m.group(1)))
-    if not indices and not Path(f"/sys/class/net/{BRIDGE}").exists():
+    login = paths.login()
+    has_login = any(Path(p).exists() for p in (login.netns_path, login.mntns, login.dir))
+    if not indices and not has_login and not Path(f"/sys/class/net/{BRIDGE}").exists():
         remove_forward_rule()
         return _cleanup_files(paths, purge)
-    log("down: stopping " + ", ".join(f"node{i}" for i in sorted(indices)))
-    nodes = [paths.node(i) for i in sorted(indices)]
+    # the login node (munged, slurmctld, its sshd) goes with the nodes (each slurmd and step)
+    nodes = [paths.node(i) for i in sorted(indices)] + ([login] if has_login else [])
+    log("down: stopping " + ", ".join(n.name for n in nodes))
     problems: list[str] = []
     if nodes:
         with concurrent.futures.ThreadPoolExecutor(max_workers=len(nodes)) as ex:
@@ -379,5 +430,6 @@ def rekey(
         daemons.stop_sshd(nd)
         daemons.start_sshd(nd)
         if update_known_hosts:
-            daemons.write_known_hosts(paths, tb.nodes)
+            daemons.write_known_hosts(paths, [*tb.nodes, *([tb.slurm.login] if tb.slurm else [])])
         return daemons.pubkey_line(key)
+

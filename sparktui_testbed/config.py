@@ -24,6 +24,27 @@ MAX_NODES = 64
 NETNS_RE = re.compile(r"^sptb-node(\d+)$")
 VETH_RE = re.compile(r"^sptb-v(\d+)$")
 
+# the Slurm login node: not a compute node (no index of its own), below node0 on the bridge
+LOGIN = "login"
+LOGIN_INDEX = -1
+LOGIN_HOST = FIRST_HOST - 1
+LOGIN_NETNS = "sptb-login"
+LOGIN_VETH = "sptb-vlogin"
+
+# Slurm (Debian's slurmctld, slurmd, slurm-client, munge): private config, sockets and state
+SLURM_CLUSTER = "sptb"
+SLURM_PARTITION = "spark"
+SLURMCTLD_PORT = 6817
+SLURMD_PORT = 6818
+SLURM_NODE_CPUS = 2
+SLURM_NODE_MEMORY_MB = 1000
+SECOND_USER = "sptb-other"  # a second unix user who submits jobs too (made once, kept)
+SECOND_USER_GECOS = "sparktui testbed second operator"
+# <repo>/sparktui/backend/runtimes/slurm_epilog.sh: the epilog shipped for operators
+SLURM_EPILOG_SRC = (
+    Path(__file__).resolve().parent.parent / "sparktui" / "backend" / "runtimes" / "slurm_epilog.sh"
+)
+
 IMAGE = "sparktui-demo:latest"
 IMAGE_RECIPE_VERSION = "1"  # bump to force an image rebuild
 IMAGE_CREATED = "2024-01-01T00:00:00Z"
@@ -49,3 +70,4 @@ T_STOP = 15.0
 T_LOAD = 180.0
 T_RUN = 60.0
 T_LOCK = 300.0
+T_SLURM = 30.0  # munged, slurmctld, every slurmd registered

@@ -21,7 +21,21 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .config import DEFAULT_STATE_DIR, FIRST_HOST, STATE_ENV, SUBNET_PREFIX, T_LOCK
+from .config import (
+    DEFAULT_STATE_DIR,
+    FIRST_HOST,
+    LOGIN,
+    LOGIN_HOST,
+    LOGIN_INDEX,
+    LOGIN_NETNS,
+    LOGIN_VETH,
+    SLURM_PARTITION,
+    SLURMCTLD_PORT,
+    SLURMD_PORT,
+    STATE_ENV,
+    SUBNET_PREFIX,
+    T_LOCK,
+)
 from .runner import TestbedError
 
 
@@ -51,6 +65,97 @@ class Node:
     docker_log: str
     storage_driver: str = ""
 
+    @property
+    def veth(self) -> str:
+        """The root namespace's end of the node's veth pair."""
+        return LOGIN_VETH if self.index == LOGIN_INDEX else f"sptb-v{self.index}"
+
+
+@dataclasses.dataclass
+class Slurm:
+    """The testbed's Slurm cluster: one munged and the slurmctld on the login node, one slurmd
+    per node. Every path is under <state>/slurm except ``shared``, the folder that the login
+    node and every node see at this same absolute path (as a cluster's shared filesystem)."""
+
+    __test__ = False
+
+    login: Node
+    conf: str  # what SLURM_CONF points at, on the login node and on every node
+    dir: str
+    shared: str
+    partition: str = SLURM_PARTITION
+    ctld_port: int = SLURMCTLD_PORT
+    slurmd_port: int = SLURMD_PORT
+    second_user: str = ""
+
+    @property
+    def munge_dir(self) -> str:  # the key and the seed: root only
+        return os.path.join(self.dir, "munge")
+
+    @property
+    def munge_key(self) -> str:
+        return os.path.join(self.munge_dir, "munge.key")
+
+    @property
+    def munge_run(self) -> str:  # the socket every user reaches
+        return os.path.join(self.dir, "munge-run")
+
+    @property
+    def munge_socket(self) -> str:
+        return os.path.join(self.munge_run, "munge.socket.2")
+
+    @property
+    def munge_pidfile(self) -> str:
+        return os.path.join(self.munge_run, "munged.pid")
+
+    @property
+    def state_save(self) -> str:
+        return os.path.join(self.dir, "ctld")
+
+    @property
+    def log_dir(self) -> str:
+        return os.path.join(self.dir, "log")
+
+    @property
+    def pid_dir(self) -> str:
+        return os.path.join(self.dir, "run")
+
+    @property
+    def ctld_pidfile(self) -> str:
+        return os.path.join(self.pid_dir, "slurmctld.pid")
+
+    @property
+    def ctld_log(self) -> str:
+        return os.path.join(self.log_dir, "slurmctld.log")
+
+    @property
+    def epilog(self) -> str:
+        return os.path.join(self.dir, "epilog.sh")
+
+    @property
+    def hosts(self) -> str:
+        return os.path.join(self.dir, "hosts")
+
+    @property
+    def resolv(self) -> str:
+        return os.path.join(self.dir, "resolv.conf")
+
+    def slurmd_pidfile(self, node: Node) -> str:
+        return os.path.join(self.pid_dir, f"slurmd.{node.name}.pid")
+
+    def slurmd_log(self, node: Node) -> str:
+        return os.path.join(self.log_dir, f"slurmd.{node.name}.log")
+
+    def slurmd_spool(self, node: Node) -> str:
+        return os.path.join(self.dir, "spool", node.name)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Slurm:
+        d = dict(d)
+        d["login"] = Node(**d["login"])
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
 
 @dataclasses.dataclass
 class Testbed:
@@ -74,6 +179,7 @@ class Testbed:
     created: float = 0.0
     reused: bool = False
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
+    slurm: Slurm | None = None
 
     def node(self, which: str | int) -> Node:
         return self.nodes[node_index(which, len(self.nodes))]
@@ -87,6 +193,7 @@ class Testbed:
     def from_json(cls, d: dict[str, Any]) -> Testbed:
         d = dict(d)
         d["nodes"] = [Node(**n) for n in d.get("nodes", [])]
+        d["slurm"] = Slurm.from_json(d["slurm"]) if d.get("slurm") else None
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
 
@@ -107,17 +214,35 @@ class Paths:
         self.cache = sd / "cache"
         self.ns_dir = sd / "ns"
         self.docker_cli = sd / "docker-cli"
+        self.slurm_dir = sd / "slurm"
+        self.shared = sd / "shared"
 
     def node(self, i: int) -> Node:
-        d = self.sd / f"node{i}"
+        return self._host(f"node{i}", i, f"{SUBNET_PREFIX}{FIRST_HOST + i}", f"sptb-node{i}")
+
+    def login(self) -> Node:
+        """The Slurm login node: namespaces, sshd and files like a node's, no dockerd."""
+        return self._host(LOGIN, LOGIN_INDEX, f"{SUBNET_PREFIX}{LOGIN_HOST}", LOGIN_NETNS)
+
+    def slurm(self, second_user: str = "") -> Slurm:
+        return Slurm(
+            login=self.login(),
+            conf=str(self.slurm_dir / "slurm.conf"),
+            dir=str(self.slurm_dir),
+            shared=str(self.shared),
+            second_user=second_user,
+        )
+
+    def _host(self, name: str, i: int, ip: str, netns: str) -> Node:
+        d = self.sd / name
         run = d / "run"
         return Node(
-            name=f"node{i}",
+            name=name,
             index=i,
-            ip=f"{SUBNET_PREFIX}{FIRST_HOST + i}",
-            netns=f"sptb-node{i}",
-            netns_path=f"/run/netns/sptb-node{i}",
-            mntns=str(self.ns_dir / f"node{i}"),
+            ip=ip,
+            netns=netns,
+            netns_path=f"/run/netns/{netns}",
+            mntns=str(self.ns_dir / name),
             dir=str(d),
             home=str(d / "home"),
             run_dir=str(run),

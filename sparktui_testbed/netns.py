@@ -14,7 +14,17 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from .config import BRIDGE, BRIDGE_IP, DAEMON_PATH, NETNS_RE, PREFIX_LEN, SUBNET_PREFIX, VETH_RE
+from .config import (
+    BRIDGE,
+    BRIDGE_IP,
+    DAEMON_PATH,
+    LOGIN_NETNS,
+    LOGIN_VETH,
+    NETNS_RE,
+    PREFIX_LEN,
+    SUBNET_PREFIX,
+    VETH_RE,
+)
 from .layout import Node
 from .runner import TestbedError, daemon_env, run, step
 
@@ -80,7 +90,7 @@ def write_sysctl(key: str, value: str) -> None:
 
 
 def setup_netns(node: Node) -> None:
-    veth = f"sptb-v{node.index}"
+    veth = node.veth
     with step(node.name, "network namespace"):
         run(["ip", "netns", "add", node.netns], what="ip netns add")
         run(
@@ -118,9 +128,9 @@ def leftovers() -> list[str]:
     cp = subprocess.run(["ip", "netns", "list"], capture_output=True, timeout=10, env=daemon_env())
     for line in cp.stdout.decode().splitlines():
         name = line.split()[0] if line.split() else ""
-        if NETNS_RE.match(name):
+        if NETNS_RE.match(name) or name == LOGIN_NETNS:
             found.append(f"netns {name}")
     for dev in sorted(os.listdir("/sys/class/net")):
-        if dev == BRIDGE or VETH_RE.match(dev):
+        if dev in (BRIDGE, LOGIN_VETH) or VETH_RE.match(dev):
             found.append(f"link {dev}")
     return found

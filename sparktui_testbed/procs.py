@@ -153,16 +153,21 @@ def node_pids(node: Node) -> list[int]:
     return found
 
 
-def spawn_in_node(node: Node, argv: Sequence[str], log: str) -> int:
+def in_own_uts(hostname: str, argv: Sequence[str]) -> list[str]:
+    """argv run in a new UTS namespace named ``hostname`` (every step execs: same pid)."""
+    return ["unshare", "--uts", "--", "sh", "-c", 'hostname "$0" && exec "$@"', hostname, *argv]
+
+
+def spawn_in_node(node: Node, argv: Sequence[str], log: str, hostname: str | None = None) -> int:
     """Start a daemon inside the node's net + mount namespaces, detached (re-parented to
     init, own session, output appended to log). nsenter execs the daemon, so the returned
-    pid is the daemon's pid."""
+    pid is the daemon's pid. ``hostname``: also in a UTS namespace of its own so named."""
     cmd = [
         "nsenter",
         f"--net={node.netns_path}",
         f"--mount={node.mntns}",
         "--",
-        *argv,
+        *(in_own_uts(hostname, argv) if hostname else argv),
     ]
     script = '"$@" </dev/null >>"$0" 2>&1 &\necho $!'
     try:
