@@ -117,6 +117,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"timings: {json.dumps(tb.timings)}")
             for node in tb.nodes:
                 print(f"  {node.name} ssh root@{node.ip}  docker -H unix://{node.docker_socket}")
+            if tb.slurm:
+                s = tb.slurm
+                print(
+                    f"  {s.login.name} ssh root@{s.login.ip}  slurm partition {s.partition}, "
+                    f"SLURM_CONF={s.conf}, shared folder {s.shared}, second user {s.second_user}"
+                )
         elif args.cmd == "down":
             down(args.state, purge=args.purge)
             print("testbed down")

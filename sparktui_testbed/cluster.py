@@ -162,7 +162,7 @@ def _try_reuse(tb: Testbed, paths: Paths) -> Testbed | None:
         if problems:
             raise TestbedError("stopping what was left of slurm failed:\n  " + "\n  ".join(problems))
         tb.slurm = slurm.start(paths, tb.nodes)
-        slurm.verify(tb.slurm, tb.nodes)
+        slurm.verify(tb.slurm, paths, tb.nodes)
         tb.timings["slurm_s"] = round(time.monotonic() - t0, 2)
         paths.info.write_text(json.dumps(tb.to_json(), indent=2) + "\n")
     tb.reused = True
@@ -290,7 +290,7 @@ def _up_cold(n: int, paths: Paths, *, verify: bool) -> Testbed:
     paths.info.write_text(json.dumps(tb.to_json(), indent=2) + "\n")
     if verify:
         verify_testbed(tb, paths)
-        slurm.verify(slurm_cluster, nodes)
+        slurm.verify(slurm_cluster, paths, nodes)
         lap("verify_s")
     return tb
 

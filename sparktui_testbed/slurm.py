@@ -308,8 +308,8 @@ def _job_pids(node: Node) -> list[int]:
     in_net = [pid for pid in all_pids() if ns_inode(pid, "net") == net]
     mnts = set()
     for pid in in_net:
-        with contextlib.suppress(OSError):
-            if os.path.basename(os.readlink(f"/proc/{pid}/exe")) in ("slurmd", "slurmstepd"):
+        with contextlib.suppress(OSError):  # Debian's binaries are slurmd-wlm, slurmstepd-wlm
+            if os.path.basename(os.readlink(f"/proc/{pid}/exe")).split("-")[0] in ("slurmd", "slurmstepd"):
                 mnts.add(ns_inode(pid, "mnt"))
     mnts.discard(None)
     mnts.discard(ns_file_inode(node.mntns))
@@ -461,13 +461,40 @@ def start(paths: Paths, nodes: Sequence[Node]) -> Slurm:
     return s
 
 
-def verify(s: Slurm, nodes: Sequence[Node]) -> None:
-    """One step on every node, from the login node: each answers with its own name."""
-    with step(LOGIN, "verify srun"):
-        cp = client(s, ["srun", f"--nodes={len(nodes)}", f"--partition={s.partition}", "hostname"])
-        got = sorted(cp.stdout.split())
-        if cp.returncode != 0 or got != sorted(n.name for n in nodes):
-            raise TestbedError(f"srun hostname: exit {cp.returncode}, {got}, {cp.stderr.strip()[-500:]}")
+def verify(s: Slurm, paths: Paths, nodes: Sequence[Node]) -> None:
+    """From outside, as sparktui will: SSH to the login node (host key checked against
+    known_hosts), where a bare ``srun`` (SLURM_CONF from sshd) runs a step on every node and
+    each answers with its own name."""
+    ssh = shutil.which("ssh", path=DAEMON_PATH) or "ssh"
+    with step(LOGIN, "verify ssh + srun"):
+        cp = run(
+            [
+                ssh,
+                "-F",
+                "/dev/null",
+                "-i",
+                str(paths.identity),
+                "-o",
+                "IdentitiesOnly=yes",
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                f"UserKnownHostsFile={paths.known_hosts}",
+                "-o",
+                "GlobalKnownHostsFile=/dev/null",
+                "-o",
+                "StrictHostKeyChecking=yes",
+                "-o",
+                "ConnectTimeout=5",
+                f"root@{s.login.ip}",
+                f"srun --nodes={len(nodes)} --ntasks={len(nodes)} hostname",
+            ],
+            what="ssh srun",
+            timeout=60,
+        )
+        got = sorted(cp.stdout.decode().split())
+        if got != sorted(n.name for n in nodes):
+            raise TestbedError(f"srun hostname printed {got}: {cp.stderr.decode().strip()[-500:]}")
 
 
 def health(s: Slurm, nodes: Sequence[Node]) -> dict[str, Any]:
@@ -529,7 +556,8 @@ def repair(s: Slurm, paths: Paths, nodes: Sequence[Node]) -> bool:
         st = states.get(node.name) or ""
         if st.startswith(("down", "drain", "fail")):
             log(f"{node.name}: slurm state {st}: resume")
-            set_state(s, node, "RESUME")
+            with contextlib.suppress(TestbedError):  # back already as its slurmd registered
+                set_state(s, node, "RESUME")
     with step(None, "slurm nodes in service"):
         wait_nodes(s, [n.name for n in nodes], responding)
     return True
