@@ -220,7 +220,6 @@ def start_munged(s: Slurm) -> int:
         argv = [
             "munged",
             "--foreground",
-            "--force",  # root runs it, from a key folder of its own
             f"--socket={s.munge_socket}",
             f"--key-file={s.munge_key}",
             f"--pid-file={s.munge_pidfile}",

@@ -49,14 +49,16 @@ def stop_slurmd(
     node: str | int,
     *,
     down: bool = False,
+    steps: bool = False,
     reason: str = "sparktui testbed: slurmd stopped",
 ) -> None:
-    """Kill the node's slurmd (its running steps go on, as when a slurmd crashes); down=True
-    then sets the node DOWN, as an operator or a lost node would have it."""
+    """Kill the node's slurmd (its running steps go on, as when a slurmd crashes; steps=True
+    kills them too, as a lost node would); down=True then sets the node DOWN, as an operator
+    or slurmctld's timeout would have it."""
     paths, tb, s = _with_slurm(state_dir)
     nd = tb.node(node)
     with locked(paths):
-        slurm.stop_slurmd(s, nd)
+        slurm.stop_slurmd(s, nd, jobs=steps)
         if down:
             slurm.set_state(s, nd, "DOWN", reason)
 
