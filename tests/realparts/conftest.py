@@ -1,5 +1,6 @@
 """The real test cluster as a session fixture: 4 nodes, each a network namespace with its own
-sshd, dockerd and /home (the sparktui_testbed package at the repository root). Skips with a
+sshd, dockerd, /home and slurmd, and a Slurm login node (``testbed.slurm``: slurmctld, its own
+sshd; the sparktui_testbed package at the repository root). Skips with a
 reason where the machine cannot run it, except under CI=true, where that is a failure.
 `tbm` is that package, for the tests that stop, start or rekey a node's sshd."""
 
