@@ -121,8 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if tb.slurm:
                 s = tb.slurm
                 print(
-                    f"  {s.login.name} ssh root@{s.login.ip}  slurm partition {s.partition}, "
-                    f"SLURM_CONF={s.conf}, shared folder {s.shared}, second user {s.second_user}"
+                    f"  {s.login.name} ssh root@{s.login.ip} (known_hosts {s.known_hosts})  slurm "
+                    f"partition {s.partition}, SLURM_CONF={s.conf}, shared folder {s.shared}, "
+                    f"second user {s.second_user}"
                 )
         elif args.cmd == "down":
             down(args.state, purge=args.purge)

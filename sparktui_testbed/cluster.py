@@ -430,6 +430,6 @@ def rekey(
         daemons.stop_sshd(nd)
         daemons.start_sshd(nd)
         if update_known_hosts:
-            daemons.write_known_hosts(paths, [*tb.nodes, *([tb.slurm.login] if tb.slurm else [])])
+            daemons.write_known_hosts(paths, tb.nodes)
         return daemons.pubkey_line(key)
 

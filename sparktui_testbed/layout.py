@@ -133,6 +133,12 @@ class Slurm:
         return os.path.join(self.dir, "epilog.sh")
 
     @property
+    def known_hosts(self) -> str:
+        """The login node's host key, for SSH to it (the testbed's known_hosts lists exactly the
+        nodes of cluster.toml, as sparktui's SSH cluster file has them)."""
+        return os.path.join(self.dir, "known_hosts")
+
+    @property
     def hosts(self) -> str:
         return os.path.join(self.dir, "hosts")
 

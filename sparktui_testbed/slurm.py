@@ -6,9 +6,9 @@ node and the nodes share; the ranks are ``docker run`` steps on the nodes. So th
 
 * a login node ``login``: network namespace ``sptb-login`` (10.250.0.10 on the bridge), a
   private mount namespace with its own /home and /run like a node's, its own sshd (host key
-  in known_hosts, root and SECOND_USER log in with the testbed's key) whose sessions get
-  ``SLURM_CONF`` from sshd itself (``SetEnv``: whatever the user's login shell), the hostname
-  ``login``; munged and slurmctld run there;
+  in <state>/slurm/known_hosts; root and SECOND_USER log in with the testbed's key) whose
+  sessions get ``SLURM_CONF`` from sshd itself (``SetEnv``: whatever the user's login shell),
+  the hostname ``login``; munged and slurmctld run there;
 * per node a slurmd in the node's network namespace and in a child of its mount namespace,
   so every task and the epilog see the node's own dockerd at /var/run/docker.sock; that
   child has the testbed's /etc/hosts and an empty /etc/resolv.conf bound in (the machine's
@@ -99,6 +99,7 @@ def conf_text(s: Slurm, nodes: Sequence[Node]) -> str:
         "MpiDefault=none",
         "ReturnToService=2",
         "KillWait=5",
+        "MailProg=/bin/true",  # no mail here (slurmctld complains of a missing one)
         f"StateSaveLocation={s.state_save}",
         f"SlurmctldPidFile={s.ctld_pidfile}",
         f"SlurmctldLogFile={s.ctld_log}",
@@ -205,6 +206,21 @@ def _unix_open(path: str) -> bool:
         return False
 
 
+def listens(pid: int, port: int) -> bool:
+    """Something listens on TCP ``port`` in the network namespace of ``pid``, read from /proc:
+    a probe connection would be logged by slurmctld and slurmd as an error."""
+    for table in ("tcp", "tcp6"):
+        try:
+            rows = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if len(cols) > 3 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                return True
+    return False
+
+
 def _unlink(*paths: str) -> None:
     for p in paths:
         with contextlib.suppress(FileNotFoundError):
@@ -238,7 +254,7 @@ def start_slurmctld(s: Slurm) -> int:
         out = os.path.join(s.log_dir, "slurmctld.out")
         argv = ["env", f"SLURM_CONF={s.conf}", "slurmctld", "-D", "-f", s.conf]
         pid = spawn_in_node(s.login, argv, out, hostname=LOGIN)
-        _wait("slurmctld", lambda: tcp_open(s.login.ip, s.ctld_port, 0.5), pid, s.ctld_log)
+        _wait("slurmctld", lambda: listens(pid, s.ctld_port), pid, s.ctld_log)
         return pid
 
 
@@ -263,7 +279,7 @@ def start_slurmd(s: Slurm, node: Node) -> int:
     """Start the node's slurmd (no-op when it runs). The caller waits for its registration."""
     with step(node.name, "start slurmd"):
         pid = slurmd_pid(s, node)
-        if pid and tcp_open(node.ip, s.slurmd_port, 0.5):
+        if pid and listens(pid, s.slurmd_port):
             return pid
         if pid:
             terminate([pid], 3.0)
@@ -294,7 +310,7 @@ def start_slurmd(s: Slurm, node: Node) -> int:
         ]
         out = os.path.join(s.log_dir, f"slurmd.{node.name}.out")
         pid = spawn_in_node(node, argv, out)
-        _wait("slurmd", lambda: tcp_open(node.ip, s.slurmd_port, 0.5), pid, s.slurmd_log(node))
+        _wait("slurmd", lambda: listens(pid, s.slurmd_port), pid, s.slurmd_log(node))
         return pid
 
 
@@ -417,14 +433,14 @@ def set_state(s: Slurm, node: Node, state: str, reason: str = "sparktui testbed"
 
 
 def setup_login(s: Slurm, paths: Paths, nodes: Sequence[Node]) -> None:
-    """The login node's namespaces, host key (into known_hosts) and sshd."""
+    """The login node's namespaces, host key (in Slurm's own known_hosts) and sshd."""
     login = s.login
     with step(LOGIN, "login node"):
         daemons.keygen(login.host_key, "sparktui-testbed-login")
         Path(login.sshd_config).write_text(
             daemons.sshd_config(login, paths, login.host_key, login_sshd_extra(s))
         )
-        daemons.write_known_hosts(paths, [*nodes, login])
+        Path(s.known_hosts).write_text(f"{login.ip} {daemons.pubkey_line(login.host_key)}\n")
     setup_netns(login)
     setup_mntns(login, paths)
     with step(LOGIN, "hosts and resolv.conf"):
@@ -478,7 +494,7 @@ def verify(s: Slurm, paths: Paths, nodes: Sequence[Node]) -> None:
                 "-o",
                 "BatchMode=yes",
                 "-o",
-                f"UserKnownHostsFile={paths.known_hosts}",
+                f"UserKnownHostsFile={s.known_hosts}",
                 "-o",
                 "GlobalKnownHostsFile=/dev/null",
                 "-o",
@@ -500,14 +516,14 @@ def health(s: Slurm, nodes: Sequence[Node]) -> dict[str, Any]:
     login = s.login
     sshd = daemon_pid(login.ssh_pidfile, login.sshd_config)
     ctld = daemon_pid(s.ctld_pidfile, s.conf)
-    ctld_open = bool(ctld) and tcp_open(login.ip, s.ctld_port)
+    ctld_open = ctld is not None and listens(ctld, s.ctld_port)
     states = node_states(s) if ctld_open else {}
     slurmds = {}
     for node in nodes:
         pid = slurmd_pid(s, node)
         slurmds[node.name] = {
             "pid": pid,
-            "port_open": bool(pid) and tcp_open(node.ip, s.slurmd_port),
+            "port_open": pid is not None and listens(pid, s.slurmd_port),
             "state": states.get(node.name),
         }
     return {
@@ -565,10 +581,11 @@ def repair(s: Slurm, paths: Paths, nodes: Sequence[Node]) -> bool:
 def stop(paths: Paths, nodes: Sequence[Node]) -> list[str]:
     """Take Slurm off a running testbed (also a half-started one, found by names alone): its
     jobs cancelled (their epilogs remove their containers), every slurmd and step killed, the
-    login node gone, its files and known_hosts line removed. Returns problems."""
+    login node gone, its files removed. Returns problems."""
     s = paths.slurm()
     problems: list[str] = []
-    if _unix_open(s.munge_socket) and tcp_open(s.login.ip, s.ctld_port, 0.5):
+    ctld = daemon_pid(s.ctld_pidfile, s.conf)
+    if _unix_open(s.munge_socket) and ctld and listens(ctld, s.ctld_port):
         with contextlib.suppress(TestbedError):
             jobs = client(s, ["squeue", "--noheader", "--format=%i"]).stdout.split()
             if jobs:
@@ -589,7 +606,4 @@ def stop(paths: Paths, nodes: Sequence[Node]) -> list[str]:
             shutil.rmtree(d)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(s.login.mntns)
-    existing = [n for n in nodes if Path(n.host_key).exists()]
-    if existing:
-        daemons.write_known_hosts(paths, existing)
     return problems

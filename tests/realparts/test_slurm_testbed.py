@@ -1,6 +1,6 @@
 """The test cluster's Slurm (sparktui_testbed/slurm.py) works, checked with real parts only.
 
-The login node is reached over real SSH (asyncssh, its host key verified against the testbed's
+The login node is reached over real SSH (asyncssh, its host key verified against Slurm's
 known_hosts) and runs the real Slurm clients there; jobs run on the real slurmd of every node,
 their steps `docker run` on each node's own engine (seen through the docker SDK on that
 engine's socket) and write to the shared folder; the real epilog removes a cancelled job's
@@ -48,7 +48,7 @@ def _login(tb: Any, cmd: str, *, user: str = "root", input: str | None = None) -
             port=tb.slurm.login.ssh_port,
             username=user,
             client_keys=[tb.identity],
-            known_hosts=tb.known_hosts,
+            known_hosts=tb.slurm.known_hosts,
             agent_path=None,
             config=None,
             connect_timeout=10,
@@ -128,9 +128,11 @@ def test_sinfo_on_the_login_node_shows_every_node_idle_in_the_partition(slurm_tb
     lines = out.splitlines()
     assert lines[:2] == ["login", s.conf]
     assert sorted(lines[2:]) == sorted(f"{n.name} {s.partition}* idle" for n in slurm_tb.nodes)
-    # the login node's host key is the one known_hosts has (asyncssh checked it): listed there
+    # asyncssh checked the login node's host key against Slurm's known_hosts: it lists the login
+    # node only; the testbed's lists exactly the nodes of cluster.toml
+    assert [line.split()[0] for line in Path(s.known_hosts).read_text().splitlines()] == [s.login.ip]
     hosts = [line.split()[0] for line in Path(slurm_tb.known_hosts).read_text().splitlines()]
-    assert s.login.ip in hosts
+    assert hosts == [n.ip for n in slurm_tb.nodes]
 
 
 def test_srun_on_every_node_prints_their_names(slurm_tb: Any) -> None:
@@ -157,7 +159,8 @@ def test_docker_steps_write_to_the_shared_folder_and_scancel_leaves_no_container
             "-e", "SLURMD_NODENAME", "-e", "SLURM_JOB_ID",
             IMAGE, "sh", "-c", rank, str(k), OWN_IP,
         ]
-        words = " ".join(w if "$SLURM_JOB_ID" in w else shlex.quote(w) for w in docker_run)
+        # the label's value is the job's id, expanded by the batch script's shell
+        words = " ".join(w if w.startswith("--label=") else shlex.quote(w) for w in docker_run)
         lines.append(
             f"srun --nodes=1 --ntasks=1 --nodelist={node.name} --job-name=rank{k} "
             f"--output={out_dir}/rank{k}.out {words} &"

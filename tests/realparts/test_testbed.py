@@ -119,7 +119,7 @@ def test_cluster_file_describes_the_testbed(testbed: Any) -> None:
         (n.name, n.ip, n.ip) for n in testbed.nodes
     ]
     hosts = [line.split()[0] for line in Path(testbed.known_hosts).read_text().splitlines()]
-    assert hosts == [n.ip for n in testbed.nodes] + [testbed.slurm.login.ip]  # and Slurm's login node
+    assert hosts == [n.ip for n in testbed.nodes]
     assert tbm.load(testbed.state_dir).image_id == testbed.image_id
 
 
