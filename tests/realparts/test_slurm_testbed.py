@@ -209,9 +209,12 @@ def test_a_second_users_job_holds_every_node(slurm_tb: Any) -> None:
     s, sd = slurm_tb.slurm, slurm_tb.state_dir
     other = s.second_user
     assert other
-    # that user logs in to the login node with the testbed's key, and submits there
+    # that user logs in to the login node with the testbed's key, and submits there; the job
+    # takes whole nodes (--exclusive: CR_CPU would let another job use a node's other CPU)
     rc, out, err = _login(
-        slurm_tb, f"id -un; sbatch --parsable --nodes={len(slurm_tb.nodes)} --job-name=hold --wrap='sleep 300'",
+        slurm_tb,
+        f"id -un; sbatch --parsable --nodes={len(slurm_tb.nodes)} --exclusive --job-name=hold"
+        " --wrap='sleep 300'",
         user=other,
     )
     assert rc == 0, err
