@@ -12,6 +12,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from .config import (
@@ -89,12 +90,27 @@ def write_sysctl(key: str, value: str) -> None:
         Path("/proc/sys", key).write_text(value)
 
 
+def mac_of(ip: str) -> str:
+    """A node's eth0 address, fixed by its IP (locally administered): a namespace made again
+    (the login node's, when Slurm restarts) answers with the MAC the neighbours cached."""
+    return "02:00:" + ":".join(f"{int(octet):02x}" for octet in ip.split("."))
+
+
+def forget_neighbour(ip: str, netns: Sequence[str] = ()) -> None:
+    """Drop the cached MAC of ``ip`` on the bridge and in these namespaces (a testbed of an
+    earlier version gave a namespace made again a new random MAC)."""
+    run(["ip", "neigh", "del", ip, "dev", BRIDGE], what="ip neigh del", check=False)
+    for ns in netns:
+        run(["ip", "-n", ns, "neigh", "del", ip, "dev", "eth0"], what="ip neigh del", check=False)
+
+
 def setup_netns(node: Node) -> None:
     veth = node.veth
     with step(node.name, "network namespace"):
         run(["ip", "netns", "add", node.netns], what="ip netns add")
         run(
-            ["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", node.netns],
+            ["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", node.netns,
+             "address", mac_of(node.ip)],
             what="ip link add veth",
         )
         write_sysctl(f"net/ipv6/conf/{veth}/disable_ipv6", "1")

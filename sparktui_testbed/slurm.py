@@ -55,7 +55,7 @@ from .config import (
 )
 from .layout import Node, Paths, Slurm
 from .mounts import setup_mntns
-from .netns import setup_netns
+from .netns import forget_neighbour, setup_netns
 from .procs import (
     alive,
     all_pids,
@@ -441,6 +441,7 @@ def setup_login(s: Slurm, paths: Paths, nodes: Sequence[Node]) -> None:
             daemons.sshd_config(login, paths, login.host_key, login_sshd_extra(s))
         )
         Path(s.known_hosts).write_text(f"{login.ip} {daemons.pubkey_line(login.host_key)}\n")
+    forget_neighbour(login.ip, [n.netns for n in nodes])
     setup_netns(login)
     setup_mntns(login, paths)
     with step(LOGIN, "hosts and resolv.conf"):
