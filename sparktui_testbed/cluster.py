@@ -431,5 +431,7 @@ def rekey(
         daemons.start_sshd(nd)
         if update_known_hosts:
             daemons.write_known_hosts(paths, tb.nodes)
+            if tb.slurm:
+                daemons.write_known_hosts(paths, [*tb.nodes, tb.slurm.login], tb.slurm.known_hosts)
         return daemons.pubkey_line(key)
 

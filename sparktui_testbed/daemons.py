@@ -86,12 +86,13 @@ def pubkey_line(path: str | Path) -> str:
     return f"{parts[0]} {parts[1]}"
 
 
-def write_known_hosts(paths: Paths, nodes: Sequence[Node]) -> None:
+def write_known_hosts(paths: Paths, nodes: Sequence[Node], path: str | Path | None = None) -> None:
+    """``path``: another file than the testbed's known_hosts (Slurm's, with the login node)."""
     lines = []
     for node in nodes:
         key_path = _active_host_key(node)
         lines.append(f"{node.ip} {pubkey_line(key_path)}")
-    paths.known_hosts.write_text("\n".join(lines) + "\n")
+    Path(path or paths.known_hosts).write_text("\n".join(lines) + "\n")
 
 
 def _active_host_key(node: Node) -> str:

@@ -134,8 +134,8 @@ class Slurm:
 
     @property
     def known_hosts(self) -> str:
-        """The login node's host key, for SSH to it (the testbed's known_hosts lists exactly the
-        nodes of cluster.toml, as sparktui's SSH cluster file has them)."""
+        """Every node's host key and the login node's, for a Slurm cluster file (the testbed's
+        known_hosts lists exactly the nodes of cluster.toml, as its SSH cluster file has them)."""
         return os.path.join(self.dir, "known_hosts")
 
     @property

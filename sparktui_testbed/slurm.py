@@ -6,7 +6,7 @@ node and the nodes share; the ranks are ``docker run`` steps on the nodes. So th
 
 * a login node ``login``: network namespace ``sptb-login`` (10.250.0.10 on the bridge), a
   private mount namespace with its own /home and /run like a node's, its own sshd (host key
-  in <state>/slurm/known_hosts; root and SECOND_USER log in with the testbed's key) whose
+  in <state>/slurm/known_hosts with every node's; root and SECOND_USER log in with the testbed's key) whose
   sessions get ``SLURM_CONF`` from sshd itself (``SetEnv``: whatever the user's login shell),
   the hostname ``login``; munged and slurmctld run there;
 * per node a slurmd in the node's network namespace and in a child of its mount namespace,
@@ -440,7 +440,7 @@ def setup_login(s: Slurm, paths: Paths, nodes: Sequence[Node]) -> None:
         Path(login.sshd_config).write_text(
             daemons.sshd_config(login, paths, login.host_key, login_sshd_extra(s))
         )
-        Path(s.known_hosts).write_text(f"{login.ip} {daemons.pubkey_line(login.host_key)}\n")
+        daemons.write_known_hosts(paths, [*nodes, login], s.known_hosts)
     forget_neighbour(login.ip, [n.netns for n in nodes])
     setup_netns(login)
     setup_mntns(login, paths)

@@ -128,11 +128,12 @@ def test_sinfo_on_the_login_node_shows_every_node_idle_in_the_partition(slurm_tb
     lines = out.splitlines()
     assert lines[:2] == ["login", s.conf]
     assert sorted(lines[2:]) == sorted(f"{n.name} {s.partition}* idle" for n in slurm_tb.nodes)
-    # asyncssh checked the login node's host key against Slurm's known_hosts: it lists the login
-    # node only; the testbed's lists exactly the nodes of cluster.toml
-    assert [line.split()[0] for line in Path(s.known_hosts).read_text().splitlines()] == [s.login.ip]
+    # asyncssh checked the login node's host key against Slurm's known_hosts: it lists every
+    # node and the login node; the testbed's lists exactly the nodes of cluster.toml
+    ips = [n.ip for n in slurm_tb.nodes]
+    assert [line.split()[0] for line in Path(s.known_hosts).read_text().splitlines()] == [*ips, s.login.ip]
     hosts = [line.split()[0] for line in Path(slurm_tb.known_hosts).read_text().splitlines()]
-    assert hosts == [n.ip for n in slurm_tb.nodes]
+    assert hosts == ips
 
 
 def test_srun_on_every_node_prints_their_names(slurm_tb: Any) -> None:
