@@ -563,6 +563,7 @@ def repair(s: Slurm, paths: Paths, nodes: Sequence[Node]) -> bool:
         return False
     if not h["ssh_port_open"]:
         daemons.start_sshd(s.login, hostname=LOGIN)
+    daemons.write_known_hosts(paths, [*nodes, s.login], s.known_hosts)
     dead = [n for n in nodes if not h["slurmd"][n.name]["port_open"]]
     if dead:
         log("restarting slurmd on " + ", ".join(n.name for n in dead))
