@@ -72,6 +72,7 @@ from .procs import (
     wait_gone,
 )
 from .runner import TestbedError, log, parallel, run, step, tail
+from .verify import ssh_argv
 
 # ----------------------------------------------------------------------------- files
 
@@ -484,27 +485,8 @@ def verify(s: Slurm, paths: Paths, nodes: Sequence[Node]) -> None:
     ssh = shutil.which("ssh", path=DAEMON_PATH) or "ssh"
     with step(LOGIN, "verify ssh + srun"):
         cp = run(
-            [
-                ssh,
-                "-F",
-                "/dev/null",
-                "-i",
-                str(paths.identity),
-                "-o",
-                "IdentitiesOnly=yes",
-                "-o",
-                "BatchMode=yes",
-                "-o",
-                f"UserKnownHostsFile={s.known_hosts}",
-                "-o",
-                "GlobalKnownHostsFile=/dev/null",
-                "-o",
-                "StrictHostKeyChecking=yes",
-                "-o",
-                "ConnectTimeout=5",
-                f"root@{s.login.ip}",
-                f"srun --nodes={len(nodes)} --ntasks={len(nodes)} hostname",
-            ],
+            ssh_argv(ssh, str(paths.identity), s.known_hosts, s.login.ip,
+                     f"srun --nodes={len(nodes)} --ntasks={len(nodes)} hostname"),
             what="ssh srun",
             timeout=60,
         )

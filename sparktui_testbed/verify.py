@@ -17,6 +17,14 @@ from .layout import Node, Paths, Testbed
 from .runner import TestbedError, parallel, run, step
 
 
+def ssh_argv(ssh: str, identity: str, known_hosts: str, ip: str, command: str) -> list[str]:
+    """OpenSSH to ``root@ip`` as a user's would go: no config, this key only, no prompt, the
+    host key checked against ``known_hosts`` alone."""
+    return [ssh, "-F", "/dev/null", "-i", identity, "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+            "-o", f"UserKnownHostsFile={known_hosts}", "-o", "GlobalKnownHostsFile=/dev/null",
+            "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=5", f"root@{ip}", command]
+
+
 def verify_testbed(tb: Testbed, paths: Paths) -> None:
     """Check every node from the root namespace: ssh with strict host keys, own /home and
     docker socket, a container run, and container-to-container TCP between nodes."""
@@ -26,27 +34,8 @@ def verify_testbed(tb: Testbed, paths: Paths) -> None:
         if ssh:
             with step(node.name, "verify ssh"):
                 cp = run(
-                    [
-                        ssh,
-                        "-F",
-                        "/dev/null",
-                        "-i",
-                        tb.identity,
-                        "-o",
-                        "IdentitiesOnly=yes",
-                        "-o",
-                        "BatchMode=yes",
-                        "-o",
-                        f"UserKnownHostsFile={tb.known_hosts}",
-                        "-o",
-                        "GlobalKnownHostsFile=/dev/null",
-                        "-o",
-                        "StrictHostKeyChecking=yes",
-                        "-o",
-                        "ConnectTimeout=5",
-                        f"root@{node.ip}",
-                        "stat -c %i /home /var/run/docker.sock",
-                    ],
+                    ssh_argv(ssh, tb.identity, tb.known_hosts, node.ip,
+                             "stat -c %i /home /var/run/docker.sock"),
                     what="ssh",
                     timeout=20,
                 )
