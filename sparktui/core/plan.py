@@ -306,6 +306,6 @@ def build_plan(recipe: Recipe, cluster: Cluster, secret_key: bytes | None = None
     for r in ranks:  # after the hash: who starts a plan does not change what it runs
         r.container.labels[LABEL_PLAN] = digest
         r.container.labels[LABEL_OWNER] = cluster.owner
-    plan = Plan(**{**plan.__dict__, "plan_hash": digest})
-    views = cluster.traits.views
+    plan = replace(plan, plan_hash=digest)
+    views = cluster.traits.views  # the kind's view shows the hash: made from the hashed plan
     return replace(plan, runner=tuple(views(plan, cluster))) if views is not None else plan
