@@ -470,8 +470,7 @@ class Orchestrator:
             code: CauseCode = "could_not_start"
             if isinstance(exc, ImageMissing):
                 why, code = f"{why}; run sparktui image sync {self.recipe.slug}", "image_missing"
-            info.exit_code, info.ended = None, True
-            self.board.set_state(info, "failed", Cause(code, text=why))
+            self._not_started(info, Cause(code, text=why))
             self.board.notice("error", f"rank {info.rank} ({info.node.name}): could not start: {why}")
             return
         info.container_id = st.id
@@ -612,6 +611,11 @@ class Orchestrator:
         for group in groups:
             await asyncio.gather(*(self._launch(info) for info in group))
 
+    def _not_started(self, info: RankInfo, cause: Cause) -> None:
+        """No process of the rank ever ran: failed, with no exit code to wait for."""
+        info.exit_code, info.ended = None, True
+        self.board.set_state(info, "failed", cause)
+
     async def _allocated(self, infos: list[RankInfo]) -> bool:
         """The scheduler's nodes for ``infos``: queued (with its reason) until it gives them;
         False, every rank failed with the reason, when it cannot."""
@@ -626,8 +630,7 @@ class Orchestrator:
             await self.runtime.allocate(self.plan, self.run.id, waiting)
         except Exception as exc:
             for info in infos:
-                info.exit_code, info.ended = None, True
-                self.board.set_state(info, "failed", Cause("could_not_start", text=sentence(exc)))
+                self._not_started(info, Cause("could_not_start", text=sentence(exc)))
             self.board.notice("error", f"no allocation: {sentence(exc)}")
             return False
         return True
