@@ -109,15 +109,29 @@ def step_name(rank: int) -> str:
     return f"{STEP_PREFIX}{rank}"
 
 
-def job_script(plan: Plan, cluster: Cluster, settings: SlurmSettings, folder: str) -> str:
+def job_comment(owner: str, plan_hash: str, folder: str) -> str:
+    """What the job carries for whoever lists it (``squeue %k``): whose it is, which plan, and
+    its folder. Every part holds only safe characters, so it needs no quoting."""
+    return f"sparktui:owner={owner},plan={plan_hash},dir={folder}"
+
+
+def parse_comment(comment: str) -> dict[str, str]:
+    """``job_comment`` read back; {} for a job sparktui did not submit."""
+    if not comment.startswith("sparktui:"):
+        return {}
+    pairs = (part.partition("=") for part in comment.removeprefix("sparktui:").split(","))
+    return {k: v for k, _, v in pairs if k in ("owner", "plan", "dir") and v}
+
+
+def job_script(slug: str, nodes: list[str], owner: str, plan_hash: str,
+               settings: SlurmSettings, folder: str) -> str:
     """The batch script: it asks for the plan's nodes, one task each, and holds them until the
     job is cancelled (the ranks are steps started into it). ``folder``: the run's folder in
     ``shared_dir`` (the batch output goes there)."""
     q = shlex.quote
-    nodes = [r.node for r in plan.ranks]
     lines = [
         "#!/bin/sh",
-        f"#SBATCH --job-name={q(job_name(plan.recipe_slug))}",
+        f"#SBATCH --job-name={q(job_name(slug))}",
         f"#SBATCH --partition={q(settings.partition)}",
     ]
     if settings.account:
@@ -128,7 +142,7 @@ def job_script(plan: Plan, cluster: Cluster, settings: SlurmSettings, folder: st
         "#SBATCH --ntasks-per-node=1",
         f"#SBATCH --time={q(settings.time)}",
         f"#SBATCH --output={q(folder + '/job-%j.out')}",
-        f"#SBATCH --comment={q('sparktui owner=' + cluster.owner + ' plan=' + plan.plan_hash)}",
+        f"#SBATCH --comment={q(job_comment(owner, plan_hash, folder))}",
     ]
     if settings.gpus_per_node:
         lines.append(f"#SBATCH --gres=gpu:{settings.gpus_per_node}")
@@ -142,7 +156,7 @@ def job_script(plan: Plan, cluster: Cluster, settings: SlurmSettings, folder: st
     return "\n".join(lines)
 
 
-def step_argv(plan: Plan, settings: SlurmSettings, rank: int, job_id: str, folder: str,
+def step_argv(node: str, settings: SlurmSettings, rank: int, job_id: str, folder: str,
               attempt: int) -> list[str]:
     """``srun`` starting rank ``rank``'s step into job ``job_id`` on its node: the supervisor
     with the rank's spec file (``<folder>/rank<N>-<attempt>.json``), which runs the container
@@ -150,7 +164,7 @@ def step_argv(plan: Plan, settings: SlurmSettings, rank: int, job_id: str, folde
     base = f"{folder}/{step_name(rank)}-{attempt}"
     return [
         "srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1",
-        f"--nodelist={plan.ranks[rank].node}", f"--job-name={step_name(rank)}",
+        f"--nodelist={node}", f"--job-name={step_name(rank)}",
         f"--output={base}.srun", "--kill-on-bad-exit=0", "--quiet",
         settings.python, "-I", f"{folder}/{STEP_SUPERVISOR}", f"{base}.json",
     ]
@@ -162,10 +176,11 @@ def views(plan: Plan, cluster: Cluster) -> list[tuple[str, str]]:
     settings = cluster.settings
     if not isinstance(settings, SlurmSettings):
         return []
-    folder = f"{settings.shared_dir}/{job_name(plan.recipe_slug)}-<run>"
-    out = [("job script (sbatch, on " + settings.login + ")",
-            job_script(plan, cluster, settings, folder))]
+    folder = f"{settings.shared_dir}/<run>"
+    script = job_script(plan.recipe_slug, [r.node for r in plan.ranks], cluster.owner,
+                        plan.plan_hash, settings, folder)
+    out = [("job script (sbatch, on " + settings.login + ")", script)]
     for r in plan.ranks:
-        argv = step_argv(plan, settings, r.rank, "$SLURM_JOB_ID", folder, 1)
+        argv = step_argv(r.node, settings, r.rank, "$SLURM_JOB_ID", folder, 1)
         out.append((f"rank {r.rank} step", " ".join(shlex.quote(a) for a in argv)))
     return out

@@ -15,7 +15,8 @@ from sparktui.core.errors import ClusterError
 from sparktui.core.kinds import Kind, add_kind, remove_kind
 from sparktui.core.plan import build_plan
 from sparktui.core.recipe import load_recipe
-from sparktui.core.slurmjob import SLURM, SlurmSettings, job_script, step_argv, views
+from sparktui.core.slurmjob import (SLURM, SlurmSettings, job_script, parse_comment, step_argv,
+                                     views)
 from tests.conftest import SEED
 
 CLUSTER = """\
@@ -128,9 +129,15 @@ def test_the_job_script_and_steps_quote_what_they_carry() -> None:
     plan = build_plan(load_recipe(SEED), cluster)
     settings = cluster.settings
     assert isinstance(settings, SlurmSettings)
-    script = job_script(plan, cluster, settings, "/srv/sparktui/run one")
+    script = job_script(plan.recipe_slug, [r.node for r in plan.ranks], "op@jump", plan.plan_hash,
+                        settings, "/srv/sparktui/run one")
     assert "#SBATCH --output='/srv/sparktui/run one/job-%j.out'" in script.splitlines()
-    argv = step_argv(plan, settings, 3, "812", "/srv/sparktui/r", 2)
+    comment = f"sparktui:owner=op@jump,plan={plan.plan_hash},dir=/srv/sparktui/run one"
+    assert f"#SBATCH --comment='{comment}'" in script.splitlines()
+    assert parse_comment(comment) == {"owner": "op@jump", "plan": plan.plan_hash,
+                                      "dir": "/srv/sparktui/run one"}
+    assert parse_comment("someone else's job") == {}
+    argv = step_argv("gpu04", settings, 3, "812", "/srv/sparktui/r", 2)
     assert argv[-3:] == ["-I", "/srv/sparktui/r/slurm_step.py", "/srv/sparktui/r/rank3-2.json"]
     assert "--output=/srv/sparktui/r/rank3-2.srun" in argv and "--jobid=812" in argv
 
