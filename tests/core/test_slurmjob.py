@@ -15,8 +15,7 @@ from sparktui.core.errors import ClusterError
 from sparktui.core.kinds import Kind, add_kind, remove_kind
 from sparktui.core.plan import build_plan
 from sparktui.core.recipe import load_recipe
-from sparktui.core.slurmjob import (SLURM, SlurmSettings, job_script, parse_comment, step_argv,
-                                     views)
+from sparktui.core.slurmjob import SLURM, SlurmSettings, job_script, parse_comment, step_argv, views
 from tests.conftest import SEED
 
 CLUSTER = """\

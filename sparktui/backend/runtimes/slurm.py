@@ -21,7 +21,7 @@ import json
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
@@ -35,7 +35,7 @@ from sparktui.core.cluster import Cluster, Node
 from sparktui.core.dockerview import docker_cli_args
 from sparktui.core.kinds import kind_of
 from sparktui.core.ownership import LABEL_OWNER
-from sparktui.core.plan import LABEL_PLAN, LABEL_RANK, LABEL_RECIPE
+from sparktui.core.plan import LABEL_PLAN, LABEL_RANK, LABEL_RECIPE, Plan
 from sparktui.core.rankspec import ContainerSpec
 from sparktui.core.slurmjob import (
     SLURM,
@@ -167,9 +167,19 @@ class SlurmDocker:
         found = [j for j in parse_jobs(out) if j.id == job_id]
         return found[0] if found else None
 
-    async def ensure_job(self, spec: ContainerSpec, run_id: str) -> Job:
+    # -- Allocation ---------------------------------------------------------------------------
+    async def allocate(self, plan: Plan, run_id: str, waiting: Callable[[str], None]) -> None:
+        spec = plan.ranks[0].container
+        await self.ensure_job(spec, run_id, waiting)
+
+    async def release(self) -> None:
+        await self.cancel()
+
+    async def ensure_job(self, spec: ContainerSpec, run_id: str,
+                         waiting: Callable[[str], None] | None = None) -> Job:
         """This run's allocation: the operator's job of this recipe with this plan, or a new
-        one; returns once it runs (queued meanwhile: Slurm's reason is in ``self.job``)."""
+        one; returns once it runs (``waiting`` hears Slurm's reason each time it changes)."""
+        said = ""
         async with self._job_lock:
             owner = spec.labels.get(LABEL_OWNER, "")
             plan = spec.labels.get(LABEL_PLAN, "")
@@ -178,6 +188,11 @@ class SlurmDocker:
                 mine = [j for j in await self.jobs(slug) if j.owner == owner and j.plan == plan]
                 self.job = mine[-1] if mine else await self._submit(slug, owner, plan, run_id)
             while not self.job.running:
+                why = f"Slurm job {self.job.id} {self.job.state.lower() or 'submitted'}" + (
+                    f" ({self.job.reason})" if self.job.reason not in ("", "None") else "")
+                if waiting is not None and why != said:
+                    waiting(why)
+                    said = why
                 await asyncio.sleep(POLL_S)
                 now = await self.job_of(self.job.id)
                 if now is None:
