@@ -25,7 +25,7 @@ from . import daemons, docker_api, slurm
 from .config import BRIDGE, BRIDGE_IP, IMAGE, MAX_NODES, STORAGE_DRIVER_ENV, T_LOAD, T_SLURM
 from .host import check_host
 from .image import build_image
-from .layout import Node, Paths, Slurm, Testbed, locked, write_cluster_file
+from .layout import Node, Paths, Slurm, Testbed, locked, write_cluster_file, write_slurm_cluster_file
 from .loginshell import set_login_shell
 from .mounts import is_mountpoint, mounts, ns_dir_private, setup_mntns, umount_under, under
 from .netns import leftovers, remove_forward_rule, setup_bridge, setup_netns
@@ -287,6 +287,8 @@ def _up_cold(n: int, paths: Paths, *, verify: bool) -> Testbed:
         slurm=slurm_cluster,
     )
     write_cluster_file(paths, nodes)
+    if slurm_cluster is not None:
+        write_slurm_cluster_file(slurm_cluster, paths, nodes)
     paths.info.write_text(json.dumps(tb.to_json(), indent=2) + "\n")
     if verify:
         verify_testbed(tb, paths)

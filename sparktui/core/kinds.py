@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sparktui.core.slurmjob import SLURM, SlurmSettings, views
+
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
@@ -47,6 +49,7 @@ class Kind:
 KINDS: dict[str, Kind] = {
     SSH: Kind(SSH),
     LOCAL: Kind(LOCAL, shown="local processes", on_this_machine=True, node_shell=False),
+    SLURM: Kind(SLURM, shown="Slurm", table=SlurmSettings, views=views),
 }
 
 
@@ -57,7 +60,7 @@ def add_kind(kind: Kind) -> None:
 
 def remove_kind(name: str) -> None:
     """Forget a kind added by ``add_kind`` (a test's runtime, once the test is done)."""
-    if name not in (SSH, LOCAL):
+    if name not in (SSH, LOCAL, SLURM):
         KINDS.pop(name, None)
 
 

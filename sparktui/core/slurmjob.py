@@ -1,9 +1,9 @@
-"""The Slurm kind's pure half: its cluster-file table (``[slurm]``), the job script that holds
-the allocation, and the step that runs each rank's container inside it.
+"""The Slurm kind's pure half: its cluster-file table (``[slurm]``), the allocation, and the
+step that runs each rank's container inside it.
 
-One job per run holds every node of the plan (``--nodelist``: rank N runs on the plan's node N,
-so the plan's flags, head address included, are the ones that run); the batch script only
-waits. Each rank is a step sparktui starts into that allocation from the login node (``srun
+One allocation per run holds every node of the plan (``--nodelist``: rank N runs on the plan's
+node N, so the plan's flags, head address included, are the ones that run); it runs nothing of
+its own. Each rank is a step sparktui starts into that allocation from the login node (``srun
 --jobid``), named ``rank<N>``, running the step supervisor (``backend/runtimes/slurm_step.py``)
 with the rank's spec: so one rank is replaced by a new step while the others run on, and the
 group by new steps in the same allocation (a requeue waits about 120 s and may revoke the job's
@@ -13,18 +13,16 @@ only safe characters and quoted besides.
 
 from __future__ import annotations
 
+import itertools
 import re
 import shlex
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Sequence
+from typing import Annotated, Protocol
 
 from pydantic import AfterValidator, Field, field_validator
 
 from sparktui.core.nodevalues import unsafe_sentence
 from sparktui.core.validation import StrictModel
-
-if TYPE_CHECKING:
-    from sparktui.core.cluster import Cluster
-    from sparktui.core.plan import Plan
 
 SLURM = "slurm"
 JOB_PREFIX = "sparktui."
@@ -123,37 +121,38 @@ def parse_comment(comment: str) -> dict[str, str]:
     return {k: v for k, _, v in pairs if k in ("owner", "plan", "dir") and v}
 
 
-def job_script(slug: str, nodes: list[str], owner: str, plan_hash: str,
-               settings: SlurmSettings, folder: str) -> str:
-    """The batch script: it asks for the plan's nodes, one task each, and holds them until the
-    job is cancelled (the ranks are steps started into it). ``folder``: the run's folder in
-    ``shared_dir`` (the batch output goes there)."""
-    q = shlex.quote
-    lines = [
-        "#!/bin/sh",
-        f"#SBATCH --job-name={q(job_name(slug))}",
-        f"#SBATCH --partition={q(settings.partition)}",
+def allocation_argv(slug: str, nodes: list[str], owner: str, plan_hash: str,
+                    settings: SlurmSettings, folder: str) -> list[str]:
+    """The allocation: the plan's nodes, one task each, held with no shell until cancelled (the
+    ranks are steps started into it). An interactive allocation (``salloc``) is granted within
+    the request (10 ms on the test cluster) where a batch job waits for the scheduler's next
+    pass (0.9 s there): the launch's largest cost. ``folder``: the run's folder in
+    ``shared_dir``, carried in the job's comment."""
+    argv = [
+        "salloc", "--no-shell", f"--job-name={job_name(slug)}",
+        f"--partition={settings.partition}",
     ]
     if settings.account:
-        lines.append(f"#SBATCH --account={q(settings.account)}")
-    lines += [
-        f"#SBATCH --nodes={len(nodes)}",
-        f"#SBATCH --nodelist={q(','.join(nodes))}",
-        "#SBATCH --ntasks-per-node=1",
-        f"#SBATCH --time={q(settings.time)}",
-        f"#SBATCH --output={q(folder + '/job-%j.out')}",
-        f"#SBATCH --comment={q(job_comment(owner, plan_hash, folder))}",
+        argv.append(f"--account={settings.account}")
+    argv += [
+        f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}", "--ntasks-per-node=1",
+        f"--time={settings.time}", f"--comment={job_comment(owner, plan_hash, folder)}",
     ]
     if settings.gpus_per_node:
-        lines.append(f"#SBATCH --gres=gpu:{settings.gpus_per_node}")
-    lines += [
-        "# sparktui: the allocation is held here; each rank is a step started into it (srun",
-        "# --jobid), so one rank is replaced without giving the nodes back",
-        "trap 'exit 0' TERM INT",
-        "while :; do sleep 3600 & wait $!; done",
-        "",
-    ]
-    return "\n".join(lines)
+        argv.append(f"--gres=gpu:{settings.gpus_per_node}")
+    return argv
+
+
+def shown(argv: list[str]) -> str:
+    """A command as a shell takes it, each option on a line of its own (and the program an
+    option list ends with)."""
+    lines = [shlex.quote(argv[0])]
+    for prev, word in itertools.pairwise(argv):
+        if word.startswith("--") or prev.startswith("--"):
+            lines.append(shlex.quote(word))
+        else:
+            lines[-1] += " " + shlex.quote(word)
+    return " \\\n    ".join(lines)
 
 
 def step_argv(node: str, settings: SlurmSettings, rank: int, job_id: str, folder: str,
@@ -170,17 +169,43 @@ def step_argv(node: str, settings: SlurmSettings, rank: int, job_id: str, folder
     ]
 
 
-def views(plan: Plan, cluster: Cluster) -> list[tuple[str, str]]:
+class _Rank(Protocol):
+    @property
+    def rank(self) -> int: ...
+    @property
+    def node(self) -> str: ...
+
+
+class _Plan(Protocol):
+    """What ``views`` reads of a ``core.plan.Plan`` (this module is below the plan and the
+    cluster: ``core.kinds`` names the Slurm kind, and both import it)."""
+
+    @property
+    def recipe_slug(self) -> str: ...
+    @property
+    def plan_hash(self) -> str: ...
+    @property
+    def ranks(self) -> Sequence[_Rank]: ...
+
+
+class _Cluster(Protocol):
+    @property
+    def owner(self) -> str: ...
+    @property
+    def settings(self) -> object: ...
+
+
+def views(plan: _Plan, cluster: _Cluster) -> list[tuple[str, str]]:
     """What the plan view shows of the job: the script and each rank's step, with the job's id
     and folder as ``sbatch`` will give them (``$SLURM_JOB_ID``, ``<shared_dir>/<job folder>``)."""
     settings = cluster.settings
     if not isinstance(settings, SlurmSettings):
         return []
     folder = f"{settings.shared_dir}/<run>"
-    script = job_script(plan.recipe_slug, [r.node for r in plan.ranks], cluster.owner,
-                        plan.plan_hash, settings, folder)
-    out = [("job script (sbatch, on " + settings.login + ")", script)]
+    argv = allocation_argv(plan.recipe_slug, [r.node for r in plan.ranks], cluster.owner,
+                           plan.plan_hash, settings, folder)
+    out = [(f"allocation (on the login node {settings.login})", shown(argv))]
     for r in plan.ranks:
-        argv = step_argv(r.node, settings, r.rank, "$SLURM_JOB_ID", folder, 1)
-        out.append((f"rank {r.rank} step", " ".join(shlex.quote(a) for a in argv)))
+        step = step_argv(r.node, settings, r.rank, "$SLURM_JOB_ID", folder, 1)
+        out.append((f"rank {r.rank} step", shown(step)))
     return out

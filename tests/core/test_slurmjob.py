@@ -5,17 +5,15 @@ rank's step, with the plan's own nodes and flags."""
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from sparktui.core.cluster import load_cluster_text
 from sparktui.core.errors import ClusterError
-from sparktui.core.kinds import Kind, add_kind, remove_kind
 from sparktui.core.plan import build_plan
 from sparktui.core.recipe import load_recipe
-from sparktui.core.slurmjob import SLURM, SlurmSettings, job_script, parse_comment, step_argv, views
+from sparktui.core.slurmjob import SlurmSettings, allocation_argv, parse_comment, step_argv
 from tests.conftest import SEED
 
 CLUSTER = """\
@@ -45,14 +43,6 @@ host = "10.0.0.3"
 name = "gpu04"
 host = "10.0.0.4"
 """
-
-
-@pytest.fixture(autouse=True)
-def slurm_kind() -> Iterator[None]:
-    """The kind as its runtime registers it (the backend's half is the runtime itself)."""
-    add_kind(Kind(SLURM, shown="Slurm", node_shell=True, table=SlurmSettings, views=views))
-    yield
-    remove_kind(SLURM)
 
 
 def _problems(text: str) -> list[tuple[int | None, str | None, str]]:
@@ -104,35 +94,35 @@ def test_the_seed_plan_shows_the_job_and_each_ranks_step() -> None:
     cluster = load_cluster_text(CLUSTER)
     plan = build_plan(load_recipe(SEED), cluster)
     titles = [t for t, _ in plan.runner]
-    assert titles == ["job script (sbatch, on login1:2222)", *(f"rank {r} step" for r in range(4))]
-    script = plan.runner[0][1]
-    for line in ("#SBATCH --job-name=sparktui.dsv41-flash-4x-mia", "#SBATCH --partition=spark",
-                 "#SBATCH --account=lab", "#SBATCH --nodes=4",
-                 "#SBATCH --nodelist=gpu01,gpu02,gpu03,gpu04", "#SBATCH --ntasks-per-node=1",
-                 "#SBATCH --time=4:00:00", "#SBATCH --gres=gpu:1"):
-        assert line in script.splitlines(), script
-    assert f"plan={plan.plan_hash}" in script
+    assert titles == ["allocation (on the login node login1:2222)",
+                      *(f"rank {r} step" for r in range(4))]
+    alloc = shlex.split(plan.runner[0][1].replace("\\\n", " "))
+    assert alloc[:2] == ["salloc", "--no-shell"]
+    for word in ("--job-name=sparktui.dsv41-flash-4x-mia", "--partition=spark", "--account=lab",
+                 "--nodes=4", "--nodelist=gpu01,gpu02,gpu03,gpu04", "--ntasks-per-node=1",
+                 "--time=4:00:00", "--gres=gpu:1"):
+        assert word in alloc, alloc
+    assert any(w.startswith("--comment=") and f"plan={plan.plan_hash}" in w for w in alloc)
     # the head's address in every rank's flags is the node table's fabric address
     for r in plan.ranks:
         command = r.container.command
         assert "192.168.200.1:25000" in " ".join(command)
-    step2 = shlex.split(plan.runner[3][1])
+    step2 = shlex.split(plan.runner[3][1].replace("\\\n", " "))
     assert step2[:2] == ["srun", "--jobid=$SLURM_JOB_ID"]
     assert "--nodelist=gpu03" in step2 and "--job-name=rank2" in step2 and "--overlap" in step2
     # the runner is shown, never hashed: a plan hash is the same on any kind's view of it
-    assert plan.to_json()["runner"][0]["title"].startswith("job script")
+    assert plan.to_json()["runner"][0]["title"].startswith("allocation")
 
 
-def test_the_job_script_and_steps_quote_what_they_carry() -> None:
+def test_the_allocation_and_steps_carry_their_values_as_single_words() -> None:
     cluster = load_cluster_text(CLUSTER)
     plan = build_plan(load_recipe(SEED), cluster)
     settings = cluster.settings
     assert isinstance(settings, SlurmSettings)
-    script = job_script(plan.recipe_slug, [r.node for r in plan.ranks], "op@jump", plan.plan_hash,
-                        settings, "/srv/sparktui/run one")
-    assert "#SBATCH --output='/srv/sparktui/run one/job-%j.out'" in script.splitlines()
+    argv = allocation_argv(plan.recipe_slug, [r.node for r in plan.ranks], "op@jump",
+                           plan.plan_hash, settings, "/srv/sparktui/run one")
     comment = f"sparktui:owner=op@jump,plan={plan.plan_hash},dir=/srv/sparktui/run one"
-    assert f"#SBATCH --comment='{comment}'" in script.splitlines()
+    assert f"--comment={comment}" in argv
     assert parse_comment(comment) == {"owner": "op@jump", "plan": plan.plan_hash,
                                       "dir": "/srv/sparktui/run one"}
     assert parse_comment("someone else's job") == {}
@@ -150,5 +140,6 @@ def test_the_plan_view_prints_the_runner_as_text() -> None:
     console = Console(width=200, record=True, color_system=None)
     console.print(plan_view(plan))
     text = console.export_text()
-    assert "job script (sbatch, on login1:2222)" in text and "#SBATCH --nodelist=gpu01,gpu02,gpu03,gpu04" in text
+    assert "allocation (on the login node login1:2222)" in text
+    assert "--nodelist=gpu01,gpu02,gpu03,gpu04" in text
     assert "rank 3 step" in text and "--nodelist=gpu04" in text

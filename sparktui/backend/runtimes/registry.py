@@ -14,10 +14,12 @@ from pathlib import Path
 
 from sparktui.backend.runtimes.base import Runtime
 from sparktui.backend.runtimes.local import LocalProcesses
+from sparktui.backend.runtimes.slurm import SlurmDocker
+from sparktui.backend.runtimes.slurm import access_problems as slurm_access_problems
 from sparktui.backend.runtimes.ssh import SshDocker
 from sparktui.backend.sshaccess import access_problems as ssh_access_problems
 from sparktui.core.cluster import Cluster, Node
-from sparktui.core.kinds import KINDS, LOCAL, SSH, Kind, add_kind, remove_kind
+from sparktui.core.kinds import KINDS, LOCAL, SLURM, SSH, Kind, add_kind, remove_kind
 from sparktui.core.problems import Problem
 
 Factory = Callable[[Cluster, list[Node], Path], Runtime]
@@ -45,7 +47,7 @@ def register(kind: Kind, build: Factory, access: AccessCheck | None = None) -> N
 
 def unregister(name: str) -> None:
     """Forget a runtime ``register`` added (a test's, once the test is done)."""
-    if name not in (SSH, LOCAL):
+    if name not in (SSH, LOCAL, SLURM):
         RUNTIMES.pop(name, None)
         remove_kind(name)
 
@@ -63,3 +65,4 @@ def access_problems(cluster: Cluster, nodes: Sequence[Node]) -> list[Problem]:
 
 register(KINDS[SSH], SshDocker, ssh_access_problems)
 register(KINDS[LOCAL], LocalProcesses)
+register(KINDS[SLURM], SlurmDocker, slurm_access_problems)

@@ -1,17 +1,20 @@
-"""The ``slurm`` kind: ranks as steps of one Slurm job, started, listed and cancelled through
-the login node's ``sbatch``, ``srun``, ``squeue`` and ``scancel`` over SSH (no Python client
-matches Slurm 22.05, and slurmrestd has no step endpoints), each step running the rank's
+"""The ``slurm`` kind: ranks as steps of one Slurm allocation, asked for, listed and cancelled
+through the login node's ``salloc``, ``srun``, ``squeue`` and ``scancel`` over SSH (no Python
+client matches Slurm 22.05, and slurmrestd has no step endpoints), each step running the rank's
 container on its node's own Docker engine (``agents/slurm_step.py``).
 
-Nothing here holds a rank: the job and its steps outlive sparktui as containers do. Everything
-is found again from Slurm and the run's folder in the shared folder: the job by its name
-(``sparktui.<recipe>``) and comment (owner, plan, folder; ``core.slurmjob.job_comment``), a
+Nothing here holds a rank: the allocation and its steps outlive sparktui as containers do.
+Everything is found again from Slurm and the run's folder in the shared folder: the job by its
+name (``sparktui.<recipe>``) and comment (owner, plan, folder; ``core.slurmjob.job_comment``), a
 rank's attempt by its files there (``rank<N>-<attempt>.cid``, ``.exit``, ``.log``). A rank's
 id is ``slurm-<job>-r<rank>-<attempt>``.
 
-Every command goes through ``nodeshell.login_shell_command`` (any login shell reads it
-literally), every value in it is a checked cluster-file value, a label sparktui made or a path
-built from them.
+Each command on the login node costs a session of its own (about 0.1 s on the test cluster,
+and one connection's sessions open one after another), so every operation is one command: a
+short POSIX script given its values as arguments (``nodeshell.login_shell_command``: any login
+shell reads it literally). Every value in it is a checked cluster-file value, a label sparktui
+made or a path built from them. A rank's log is one long-lived command per rank (``tail -F``
+from a byte offset), not a poll.
 """
 
 from __future__ import annotations
@@ -22,27 +25,32 @@ import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import asyncssh
 
 from sparktui.backend.http import Opener
 from sparktui.backend.nodeshell import NodeError, SshShell, login_shell_command
 from sparktui.backend.runtime import Containers, ContainerState, LogChunk, RuntimeLost
+from sparktui.backend.sshaccess import access_problems as ssh_access_problems
+from sparktui.backend.sshaccess import login_name
+from sparktui.backend.staging import agent_argv
 from sparktui.core.cluster import Cluster, Node
 from sparktui.core.dockerview import docker_cli_args
 from sparktui.core.kinds import kind_of
 from sparktui.core.ownership import LABEL_OWNER
 from sparktui.core.plan import LABEL_PLAN, LABEL_RANK, LABEL_RECIPE, Plan
+from sparktui.core.problems import Problem
 from sparktui.core.rankspec import ContainerSpec
 from sparktui.core.slurmjob import (
     SLURM,
     STEP_SUPERVISOR,
     SlurmSettings,
+    allocation_argv,
     job_name,
-    job_script,
     parse_comment,
     step_argv,
     step_name,
@@ -51,12 +59,109 @@ from sparktui.core.slurmjob import (
 LABEL_JOB = "sparktui.slurm.job"
 """On every container a step starts: what the job epilog removes when the job ends."""
 LABEL_RUN = "sparktui.run"
+LABEL_NAME = "sparktui.container"
 POLL_S = 0.5
+SURVEY_TTL_S = 0.5  # the ranks' ``find`` calls of one attach share one look at Slurm
 CHUNK_BYTES = 256 * 1024
 START_TIMEOUT_S = 60.0  # the step's container id appears in its folder within this
 ID = re.compile(r"slurm-(\d+)-r(\d+)-(\d+)")
-SQUEUE = "%i|%T|%r|%N|%L|%u|%k"
-"""Job id, state, reason, nodes, time left, user, comment."""
+SQUEUE = "%i|%T|%r|%N|%L|%u|%V|%k"
+"""Job id, state, reason, nodes, time left, user, submitted (UTC: ``TZ=UTC``), comment."""
+
+SUBMIT = """
+umask 077 && mkdir -p -m 700 "$1" && cat > "$1/$2" || exit 1
+dir=$1; shift 2
+setsid "$@" </dev/null >"$dir/salloc.out" 2>&1 &
+pid=$!
+i=0
+while [ $i -lt 1500 ]; do
+  if grep -q "job allocation" "$dir/salloc.out" 2>/dev/null; then cat "$dir/salloc.out"; exit 0; fi
+  kill -0 $pid 2>/dev/null || { cat "$dir/salloc.out"; exit 1; }
+  sleep 0.02; i=$((i+1))
+done
+cat "$dir/salloc.out"; exit 1
+"""
+"""The run's folder (private), the supervisor from stdin, then ``salloc`` detached (it waits
+there while the partition is busy, and outlives this connection); prints what salloc said
+once it names the job (granted or pending), or why not."""
+
+SURVEY = """
+for d in "$@"; do
+  printf '@dir %s\\n' "$d"
+  for b in "$d"/rank*.json.labels; do
+    [ -r "$b" ] || continue
+    base=${b%.json.labels}
+    printf '@rank %s\\n' "${base##*/}"
+    cat -- "$b"; echo
+    cat -- "$base.exit" 2>/dev/null; echo
+    cat -- "$base.cid" 2>/dev/null; echo
+  done
+done
+exit 0
+"""
+"""Every rank attempt's labels, exit record and container id in each folder given (a folder
+this user cannot read lists nothing)."""
+
+STATE = """
+env TZ=UTC squeue --noheader --jobs="$2" --format="$3" 2>/dev/null
+echo @
+cat -- "$1.exit" 2>/dev/null; echo; cat -- "$1.cid" 2>/dev/null; echo; exit 0
+"""
+"""A rank attempt's job as ``squeue`` lists it (nothing once it ended), then its files."""
+
+RUN = """
+set -C; umask 077
+base=$1; shift
+IFS= read -r labels || exit 4
+{ printf '%s\\n' "$labels" > "$base.json.labels"; } 2>/dev/null || { echo taken; exit 3; }
+cat > "$base.json" || exit 1
+setsid "$@" </dev/null >/dev/null 2>&1 &
+i=0
+while [ $i -lt 3000 ]; do
+  if [ -e "$base.cid" ] || [ -e "$base.exit" ]; then break; fi
+  sleep 0.02; i=$((i+1))
+done
+cat -- "$base.exit" 2>/dev/null; echo; cat -- "$base.cid" 2>/dev/null; echo; exit 0
+"""
+"""The attempt's labels (refused when the attempt exists: ``set -C``) and spec from stdin, its
+step started detached, then its state once the container has an id (or the step ended)."""
+
+STOP = """
+job=$1 name=$2 base=$3 wait=$4
+ids=$(squeue --noheader --steps --jobs="$job" --format='%i %j' 2>/dev/null |
+      while read -r id n; do [ "$n" = "$name" ] && echo "$id"; done)
+for s in $ids; do scancel --signal=TERM "$s" 2>/dev/null; done
+[ -n "$ids" ] || exit 0
+i=0
+while [ $i -lt $((wait * 10)) ]; do
+  [ -e "$base.exit" ] && exit 0
+  sleep 0.1; i=$((i+1))
+done
+for s in $ids; do scancel "$s" 2>/dev/null; done
+exit 0
+"""
+"""TERM to the rank's step (its supervisor stops the container, then writes the exit record),
+then a kill once ``wait`` seconds have passed without one (the job's epilog, or ``remove``,
+takes the container). No step left: nothing to wait for."""
+
+REMOVE = """
+cid=$(cat -- "$1.cid" 2>/dev/null) || exit 0
+[ -n "$cid" ] || exit 0
+srun --jobid="$2" --overlap --nodes=1 --ntasks=1 --nodelist="$3" --quiet \\
+  docker --host="$4" rm -f "$cid" >/dev/null 2>&1
+exit 0
+"""
+
+FOLLOW = """
+tail -c +"$1" -s 0.2 -F -- "$2" 2>/dev/null &
+t=$!
+while [ ! -e "$3" ]; do sleep 0.2; done
+sleep 0.3
+kill $t 2>/dev/null
+exit 0
+"""
+"""A rank's log from a byte on, as it grows, until its exit record is there (the supervisor
+writes that after the log's last byte); whatever ``tail`` had not sent by then is read after."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +177,7 @@ class Job:
     owner: str
     plan: str
     folder: str
+    submitted: str = ""  # RFC 3339 UTC
 
     @property
     def running(self) -> bool:
@@ -81,23 +187,122 @@ class Job:
 def parse_jobs(text: str) -> list[Job]:
     jobs = []
     for line in text.splitlines():
-        parts = line.split("|", 6)
-        if len(parts) != 7 or not parts[0].isdigit():
+        parts = line.split("|", 7)
+        if len(parts) != 8 or not parts[0].isdigit():
             continue
-        meta = parse_comment(parts[6])
+        meta = parse_comment(parts[7])
+        submitted = parts[6] + "Z" if re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", parts[6]) else ""
         jobs.append(Job(parts[0], parts[1], parts[2], parts[3], parts[4], parts[5],
-                        meta.get("owner", ""), meta.get("plan", ""), meta.get("dir", "")))
+                        meta.get("owner", ""), meta.get("plan", ""), meta.get("dir", ""),
+                        submitted))
     return jobs
+
+
+@dataclass
+class Attempt:
+    """One attempt of a rank as the run's folder holds it."""
+
+    labels: dict[str, str]
+    exit_text: str = ""
+    cid: str = ""
+
+
+@dataclass
+class Folder:
+    """A job's run folder: each rank's attempts (numbered from 1)."""
+
+    ranks: dict[int, dict[int, Attempt]] = field(default_factory=dict)
+
+    def latest(self, rank: int) -> tuple[int, Attempt] | None:
+        tries = self.ranks.get(rank, {})
+        return max(tries.items()) if tries else None
+
+
+def parse_survey(text: str) -> dict[str, Folder]:
+    """``SURVEY``'s output read back."""
+    out: dict[str, Folder] = {}
+    folder: Folder | None = None
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("@dir "):
+            folder = out.setdefault(line[5:], Folder())
+            i += 1
+            continue
+        m = re.fullmatch(r"@rank rank(\d+)-(\d+)", line)
+        if m and folder is not None:
+            body = [*lines[i + 1:i + 4], "", "", ""][:3]
+            try:
+                labels = json.loads(body[0])
+            except ValueError:
+                labels = None
+            if isinstance(labels, dict):
+                folder.ranks.setdefault(int(m[1]), {})[int(m[2])] = Attempt(
+                    {str(k): str(v) for k, v in labels.items()}, body[1].strip(), body[2].strip())
+            i += 4
+            continue
+        i += 1
+    return out
+
+
+def parse_state(text: str) -> tuple[str, str]:
+    """``STATE``'s (and ``RUN``'s) output: the exit record's text and the container id."""
+    exit_text, _, rest = text.partition("\n")
+    return exit_text.strip(), rest.strip().splitlines()[0] if rest.strip() else ""
+
+
+def stage_allocation(settings: SlurmSettings) -> list[str]:
+    """``srun``'s words for an allocation of its own: the staging agent before ``up``."""
+    out = [f"--partition={settings.partition}", f"--time={settings.time}",
+           "--job-name=sparktui-stage"]
+    if settings.account:
+        out.append(f"--account={settings.account}")
+    return out
+
+
+def login_node(cluster: Cluster) -> Node:
+    """The login node as a node sparktui reaches over SSH (the cluster's ``[ssh]`` settings,
+    host key verified as for any node)."""
+    settings = cluster.settings
+    if not isinstance(settings, SlurmSettings):
+        raise ValueError(f"cluster {cluster.name!r} has no [slurm] table")
+    host, port = settings.login_host
+    first = cluster.nodes[0]
+    return Node(index=-1, name="login", host=host, ssh_port=port, fabric_ip=host, hf_cache="/",
+                port_offset=0, ssh=first.ssh, docker=first.docker)
+
+
+def access_problems(cluster: Cluster, nodes: Sequence[Node]) -> list[Problem]:
+    """What stops sparktui reaching the login node (the compute nodes are Slurm's)."""
+    return ssh_access_problems(cluster, [login_node(cluster)])
 
 
 def rank_id(job: str, rank: int, attempt: int) -> str:
     return f"slurm-{job}-r{rank}-{attempt}"
 
 
+def state_of(ident: str, name: str, exit_text: str, cid: str, job: Job | None,
+             labels: dict[str, str]) -> ContainerState:
+    """A rank attempt's state from its files: ended once its exit record is there."""
+    if exit_text:
+        try:
+            ended = json.loads(exit_text)
+        except ValueError:
+            ended = {}
+        code = ended.get("exit_code") if isinstance(ended, dict) else None
+        return ContainerState(ident, name, "exited", code if isinstance(code, int) else None,
+                              finished_at=ended.get("finished_at") if isinstance(ended, dict) else None,
+                              labels=labels)
+    if job is None:
+        return ContainerState(ident, name, "dead", labels=labels)  # the job ended without it
+    return ContainerState(ident, name, "running" if cid else "created", labels=labels)
+
+
 class SlurmDocker:
     """One SSH connection to the login node; one ``SlurmSteps`` per node of the plan's ranks.
     Probes go from the login node to the rank's address (``NodeProbe``); one rank is replaced
-    in the allocation (``RestartOne``)."""
+    in the allocation (``RestartOne``); the staging agent runs as a step (``Stage``)."""
 
     def __init__(self, cluster: Cluster, nodes: list[Node], state_root: Path) -> None:
         self.kind = kind_of(SLURM)
@@ -106,15 +311,18 @@ class SlurmDocker:
             raise ValueError(f"cluster {cluster.name!r} has no [slurm] table")
         self.settings = settings
         self.cluster = cluster
-        host, port = settings.login_host
-        self.login_node = Node(index=-1, name="login", host=host, ssh_port=port, fabric_ip=host,
-                               hf_cache="/", port_offset=0, ssh=nodes[0].ssh, docker=nodes[0].docker)
+        self.login_node = login_node(cluster)
         self.login = SshShell(self.login_node)
+        self.user = login_name(self.login_node) or ""
         self.nodes = {n.name: n for n in nodes}
         self.order = [n.name for n in nodes]
         self.steps = {n.name: SlurmSteps(self, n) for n in nodes}
         self._job_lock = asyncio.Lock()
         self.job: Job | None = None
+        self._survey: tuple[float, str, asyncio.Task[list[tuple[Job, Folder | None]]]] | None = None
+        self.folders: dict[str, str] = {}
+        """Job id -> its run folder, for every job of this operator's seen: the folder (its
+        logs, exit records) outlives the job."""
 
     # -- Runtime ----------------------------------------------------------------------------
     def containers(self, node: str) -> Containers:
@@ -137,6 +345,18 @@ class SlurmDocker:
     def shown_host(self, node: str) -> str:
         return self.nodes[node].host
 
+    # -- Stage ------------------------------------------------------------------------------
+    async def run_agent(self, node: str, spec: dict[str, Any], on_line: Callable[[str], None],
+                        stdin: str) -> int:
+        """The staging agent as a step on ``node``, its stdin through ``srun``: inside the
+        run's job when there is one (``--overlap``), else in an allocation of its own for the
+        length of the step (queued like any job while the partition is busy)."""
+        where = ([f"--jobid={self.job.id}", "--overlap"] if self.job is not None and self.job.running
+                 else stage_allocation(self.settings))
+        argv = ["srun", *where, "--nodes=1", "--ntasks=1", f"--nodelist={node}",
+                "--kill-on-bad-exit=0", "--quiet", *agent_argv(spec, self.settings.python)]
+        return await self.login.stream(argv, on_line, stdin=stdin)
+
     # -- RestartOne ---------------------------------------------------------------------------
     async def retire(self, node: str, container_id: str, timeout: float) -> None:
         await self.steps[node].stop(container_id, timeout=timeout)
@@ -151,21 +371,58 @@ class SlurmDocker:
                                          f"{(res.stderr or res.stdout).strip()[-500:]}")
             return res.stdout
         lines: list[str] = []
-        rc = await self.login.stream(argv, lines.append, stdin=stdin)
+        rc = await asyncio.wait_for(self.login.stream(argv, lines.append, stdin=stdin), timeout)
         if rc != 0:
             raise NodeError("login", f"{argv[0]} exited {rc}: {' | '.join(lines)[-500:]}")
         return "\n".join(lines)
 
+    async def script(self, text: str, *args: str, timeout: float = 30.0,
+                     stdin: str | None = None) -> str:
+        """One of this module's scripts on the login node, ``args`` as its ``$1``...."""
+        return await self.sh(["sh", "-c", text, "sparktui", *args], timeout=timeout, stdin=stdin)
+
+    async def scancel(self, *args: str) -> None:
+        """``scancel``; a job or step that has already ended is not an error (``scancel``
+        signals a step, then fails to find it once it ended of the signal)."""
+        res = await self.login.run(["scancel", *args])
+        said = (res.stderr or res.stdout).strip()
+        if not res.ok and "Invalid job id specified" not in said:
+            raise NodeError("login", f"scancel exited {res.returncode}: {said[-500:]}")
+
     async def jobs(self, slug: str) -> list[Job]:
         """Every user's jobs of this recipe (another user's is shown as theirs)."""
-        out = await self.sh(["squeue", "--noheader", f"--name={job_name(slug)}",
+        out = await self.sh(["env", "TZ=UTC", "squeue", "--noheader", f"--name={job_name(slug)}",
                              f"--format={SQUEUE}"])
         return parse_jobs(out)
 
     async def job_of(self, job_id: str) -> Job | None:
-        out = await self.sh(["squeue", "--noheader", f"--jobs={job_id}", f"--format={SQUEUE}"])
+        out = await self.sh(["env", "TZ=UTC", "squeue", "--noheader", f"--jobs={job_id}",
+                             f"--format={SQUEUE}"])
         found = [j for j in parse_jobs(out) if j.id == job_id]
         return found[0] if found else None
+
+    def mine(self, job: Job) -> bool:
+        """This operator's job: their Slurm user and their owner name in its comment."""
+        return job.user == self.user and job.owner == self.cluster.owner
+
+    async def survey(self, slug: str) -> list[tuple[Job, Folder | None]]:
+        """The recipe's jobs and, for this operator's, their run folder: one look shared by the
+        ranks' ``find`` calls of an attach."""
+        now = time.monotonic()
+        if self._survey is not None:
+            at, of, task = self._survey
+            if of == slug and (not task.done() or now - at < SURVEY_TTL_S):
+                return await task
+        task = asyncio.ensure_future(self._look(slug))
+        self._survey = (now, slug, task)
+        return await task
+
+    async def _look(self, slug: str) -> list[tuple[Job, Folder | None]]:
+        jobs = await self.jobs(slug)
+        own = [j.folder for j in jobs if self.mine(j) and j.folder]
+        self.folders.update((j.id, j.folder) for j in jobs if self.mine(j) and j.folder)
+        folders = parse_survey(await self.script(SURVEY, *own)) if own else {}
+        return [(j, folders.get(j.folder) if self.mine(j) else None) for j in jobs]
 
     # -- Allocation ---------------------------------------------------------------------------
     async def allocate(self, plan: Plan, run_id: str, waiting: Callable[[str], None]) -> None:
@@ -181,50 +438,52 @@ class SlurmDocker:
         one; returns once it runs (``waiting`` hears Slurm's reason each time it changes)."""
         said = ""
         async with self._job_lock:
-            owner = spec.labels.get(LABEL_OWNER, "")
             plan = spec.labels.get(LABEL_PLAN, "")
             slug = spec.labels[LABEL_RECIPE]
             if self.job is None:
-                mine = [j for j in await self.jobs(slug) if j.owner == owner and j.plan == plan]
-                self.job = mine[-1] if mine else await self._submit(slug, owner, plan, run_id)
+                mine = [j for j, _ in await self.survey(slug) if self.mine(j) and j.plan == plan]
+                self.job = mine[-1] if mine else await self._submit(slug, plan, run_id)
+            pause = 0.05
             while not self.job.running:
                 why = f"Slurm job {self.job.id} {self.job.state.lower() or 'submitted'}" + (
                     f" ({self.job.reason})" if self.job.reason not in ("", "None") else "")
                 if waiting is not None and why != said:
                     waiting(why)
                     said = why
-                await asyncio.sleep(POLL_S)
                 now = await self.job_of(self.job.id)
                 if now is None:
                     job, self.job = self.job, None
                     raise NodeError("login", f"Slurm job {job.id} ended before it ran "
                                              f"(last state {job.state}, reason {job.reason})")
                 self.job = now
+                if not now.running:
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, POLL_S)  # granted at once, or a wait on the scheduler
             return self.job
 
-    async def _submit(self, slug: str, owner: str, plan: str, run_id: str) -> Job:
+    async def _submit(self, slug: str, plan: str, run_id: str) -> Job:
+        """The run's folder, the step supervisor in it, and the allocation asked for, in one
+        command (``SUBMIT``)."""
         folder = f"{self.settings.shared_dir}/{run_id}-{secrets.token_hex(3)}"
-        script = job_script(slug, self.order, owner, plan, self.settings, folder)
-        supervisor = resources.files("sparktui.agents").joinpath("slurm_step.py").read_text()
-        await self.sh(["mkdir", "-p", "-m", "700", folder])
-        await self.write(f"{folder}/job.sh", script)
-        await self.write(f"{folder}/{STEP_SUPERVISOR}", supervisor)
-        out = await self.sh(["sbatch", "--parsable", f"{folder}/job.sh"])
-        job_id = out.strip().split(";")[0]
-        if not job_id.isdigit():
-            raise NodeError("login", f"sbatch said {out.strip()[:200]!r}, not a job id")
-        return Job(job_id, "PENDING", "", "", "", "", owner, plan, folder)
-
-    async def write(self, path: str, text: str) -> None:
-        """A private file on the shared folder, written through the login node's stdin."""
-        await self.sh(["sh", "-c", 'umask 077 && cat > "$1"', "sparktui-write", path], stdin=text)
+        owner = self.cluster.owner
+        argv = allocation_argv(slug, self.order, owner, plan, self.settings, folder)
+        supervisor = resources.files("sparktui.agents").joinpath(STEP_SUPERVISOR).read_text()
+        out = await self.script(SUBMIT, folder, STEP_SUPERVISOR, *argv, stdin=supervisor,
+                                timeout=60)
+        found = re.search(r"job allocation (\d+)", out)
+        if found is None:
+            raise NodeError("login", f"salloc said {out.strip()[-300:]!r}, not a job id")
+        self.folders[found[1]] = folder
+        granted = "Granted job allocation" in out
+        return Job(found[1], "RUNNING" if granted else "PENDING", "", "", "", self.user, owner,
+                   plan, folder)
 
     async def cancel(self) -> None:
         """The job ends: its steps get TERM first (their containers stop), then the job."""
         if self.job is None:
             return
-        await self.sh(["scancel", "--signal=TERM", "--full", self.job.id])
-        await self.sh(["scancel", self.job.id])
+        await self.scancel("--signal=TERM", "--full", self.job.id)
+        await self.scancel(self.job.id)
         self.job = None
 
 
@@ -234,85 +493,80 @@ class SlurmSteps:
     def __init__(self, rt: SlurmDocker, node: Node) -> None:
         self.rt = rt
         self.node = node
+        self.attempts: dict[tuple[str, int], int] = {}  # (job, rank) -> the last attempt seen
 
     async def open(self) -> None:
         await self.rt.login.connect()
 
-    def _files(self, folder: str, rank: int, attempt: int) -> str:
+    @staticmethod
+    def _files(folder: str, rank: int, attempt: int) -> str:
         return f"{folder}/{step_name(rank)}-{attempt}"
-
-    async def _attempts(self, folder: str, rank: int) -> list[int]:
-        out = await self.rt.sh(["ls", "-1", folder])
-        prefix = f"{step_name(rank)}-"
-        return sorted(int(m.group(1)) for name in out.split()
-                      if (m := re.fullmatch(re.escape(prefix) + r"(\d+)\.json\.labels", name)))
-
-    async def _state(self, job: Job | None, folder: str, rank: int, attempt: int,
-                     labels: dict[str, str]) -> ContainerState:
-        base = self._files(folder, rank, attempt)
-        out = await self.rt.sh(["sh", "-c", 'cat -- "$1" 2>/dev/null; echo "|"; cat -- "$2" 2>/dev/null',
-                                "sparktui-state", f"{base}.exit", f"{base}.cid"])
-        exit_text, _, cid = out.partition("|")
-        ident = rank_id(job.id if job else "0", rank, attempt)
-        name = labels.get("sparktui.container", "")
-        if exit_text.strip():
-            try:
-                ended = json.loads(exit_text)
-            except ValueError:
-                ended = {}
-            return ContainerState(ident, name, "exited", ended.get("exit_code"),
-                                  finished_at=ended.get("finished_at"), labels=labels)
-        if job is None:
-            return ContainerState(ident, name, "dead", labels=labels)
-        return ContainerState(ident, name, "running" if cid.strip() else "created", labels=labels)
 
     async def find(self, labels: dict[str, str]) -> list[ContainerState]:
         slug = labels.get(LABEL_RECIPE)
-        if slug is None:
+        if slug is None or LABEL_RANK not in labels:
             return []
+        rank = int(labels[LABEL_RANK])
         found = []
-        for job in await self.rt.jobs(slug):
-            if not job.folder:
+        for job, folder in await self.rt.survey(slug):
+            if folder is None:  # another operator's: what Slurm says of it is all there is
+                if not self.rt.mine(job):
+                    found.append(self._theirs(job, rank, labels))
                 continue
-            rank = self.rt.order.index(self.node.name)
-            attempts = await self._attempts(job.folder, rank)
-            if not attempts:
+            latest = folder.latest(rank)
+            if latest is None:
                 continue
-            attempt = attempts[-1]
-            meta = json.loads(await self.rt.sh(
-                ["cat", "--", f"{self._files(job.folder, rank, attempt)}.json.labels"]))
-            if all(meta.get(k) == v for k, v in labels.items()):
-                if job.owner == labels.get(LABEL_OWNER):
-                    self.rt.job = job
-                found.append(await self._state(job, job.folder, rank, attempt, meta))
+            attempt, files = latest
+            self.attempts[(job.id, rank)] = max(attempt, self.attempts.get((job.id, rank), 0))
+            if all(files.labels.get(k) == v for k, v in labels.items()):
+                if self.rt.job is None or self.rt.job.id == job.id:
+                    self.rt.job = job  # this operator's allocation: restart and down use it
+                found.append(state_of(rank_id(job.id, rank, attempt),
+                                      files.labels.get(LABEL_NAME, ""), files.exit_text,
+                                      files.cid, job, files.labels))
         return found
+
+    def _theirs(self, job: Job, rank: int, labels: dict[str, str]) -> ContainerState:
+        who = f"{job.owner or 'someone'} (Slurm user {job.user}, job {job.id})"
+        return ContainerState(rank_id(job.id, rank, 0), job_name(labels[LABEL_RECIPE]),
+                              "running" if job.running else "created",
+                              labels={**labels, LABEL_OWNER: who, LABEL_JOB: job.id},
+                              created_at=job.submitted or None)
 
     async def run(self, spec: ContainerSpec, extra_labels: dict[str, str]) -> ContainerState:
         run_id = extra_labels.get(LABEL_RUN, "run")
         job = await self.rt.ensure_job(spec, run_id)
         rank = int(spec.labels[LABEL_RANK])
-        attempts = await self._attempts(job.folder, rank)
-        attempt = (attempts[-1] + 1) if attempts else 1
-        base = self._files(job.folder, rank, attempt)
-        labels = {**spec.labels, **extra_labels, LABEL_JOB: job.id,
-                  "sparktui.container": spec.name}
-        named = replace(spec, name=f"{spec.name}-j{job.id}-{attempt}")
-        argv, env = docker_cli_args(named, {LABEL_JOB: job.id, **extra_labels})
-        step = {"argv": argv, "env": env, "log": f"{base}.log", "exit": f"{base}.exit",
-                "cid": f"{base}.cid", "docker": "docker",
-                "host": f"unix://{self.node.docker.socket}", "stop_timeout": 10}
-        await self.rt.write(f"{base}.json.labels", json.dumps(labels))
-        await self.rt.write(f"{base}.json", json.dumps(step))
-        srun = step_argv(self.node.name, self.rt.settings, rank, job.id, job.folder, attempt)
-        # detached on the login node: the step outlives this SSH session (and sparktui)
-        await self.rt.sh(["sh", "-c", 'setsid "$@" </dev/null >/dev/null 2>&1 &', "sparktui-srun",
-                          *srun])
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            state = await self._state(job, job.folder, rank, attempt, labels)
-            if state.status != "created" or time.monotonic() > deadline:
-                return state
-            await asyncio.sleep(POLL_S)
+        labels = {**spec.labels, **extra_labels, LABEL_JOB: job.id, LABEL_NAME: spec.name}
+        for _ in range(3):
+            attempt = self.attempts.get((job.id, rank), 0) + 1
+            self.attempts[(job.id, rank)] = attempt
+            base = self._files(job.folder, rank, attempt)
+            named = replace(spec, name=f"{spec.name}-j{job.id}-{attempt}")
+            argv, env = docker_cli_args(named, {LABEL_JOB: job.id, **extra_labels})
+            step = {"argv": argv, "env": env, "log": f"{base}.log", "exit": f"{base}.exit",
+                    "cid": f"{base}.cid", "docker": "docker",
+                    "host": f"unix://{self.node.docker.socket}", "stop_timeout": 10}
+            srun = step_argv(self.node.name, self.rt.settings, rank, job.id, job.folder, attempt)
+            payload = json.dumps(labels) + "\n" + json.dumps(step)
+            try:
+                out = await self.rt.script(RUN, base, *srun, stdin=payload,
+                                           timeout=START_TIMEOUT_S + 10)
+            except NodeError as exc:
+                if "taken" not in str(exc):
+                    raise
+                await self._recount(job, rank)  # an attempt this process did not know of
+                continue
+            exit_text, cid = parse_state(out)
+            return state_of(rank_id(job.id, rank, attempt), spec.name, exit_text, cid, job,
+                            labels)
+        raise NodeError("login", f"rank {rank}: no free attempt number in {job.folder}")
+
+    async def _recount(self, job: Job, rank: int) -> None:
+        folder = parse_survey(await self.rt.script(SURVEY, job.folder)).get(job.folder)
+        latest = folder.latest(rank) if folder else None
+        if latest is not None:
+            self.attempts[(job.id, rank)] = latest[0]
 
     def _parse(self, container_id: str) -> tuple[str, int, int]:
         m = ID.fullmatch(container_id)
@@ -320,97 +574,123 @@ class SlurmSteps:
             raise ValueError(f"{container_id!r} is no Slurm rank id")
         return m.group(1), int(m.group(2)), int(m.group(3))
 
-    async def _folder(self, job_id: str) -> tuple[Job | None, str | None]:
-        job = self.rt.job if self.rt.job is not None and self.rt.job.id == job_id else \
-            await self.rt.job_of(job_id)
-        return job, job.folder if job is not None else None
+    async def _job(self, job_id: str) -> Job | None:
+        if self.rt.job is not None and self.rt.job.id == job_id:
+            return self.rt.job
+        return await self.rt.job_of(job_id)
 
     async def inspect(self, container_id: str) -> ContainerState:
         job_id, rank, attempt = self._parse(container_id)
-        job, folder = await self._folder(job_id)
+        held = self.rt.job if self.rt.job is not None and self.rt.job.id == job_id else None
+        folder = held.folder if held is not None else self.rt.folders.get(job_id)
         if folder is None:
-            return ContainerState(container_id, "", "missing")
-        return await self._state(job, folder, rank, attempt, {})
+            job = await self.rt.job_of(job_id)
+            if job is None or not job.folder:
+                return ContainerState(container_id, "", "missing")
+            folder = job.folder
+        out = await self.rt.script(STATE, self._files(folder, rank, attempt), job_id, SQUEUE)
+        listed, _, files = out.partition("\n@\n") if not out.startswith("@\n") else ("", "", out[2:])
+        jobs = [j for j in parse_jobs(listed) if j.id == job_id]
+        if not jobs and held is not None:
+            self.rt.job = None  # the allocation ended under this process
+        exit_text, cid = parse_state(files)
+        return state_of(container_id, "", exit_text, cid, jobs[0] if jobs else None, {})
 
     async def named(self, name: str) -> ContainerState | None:
         return None  # each attempt's container has a name of its own (job and attempt in it)
 
     async def stop(self, container_id: str, timeout: float = 10.0) -> None:
         """TERM to the rank's step (its supervisor stops the container), then, if it has not
-        ended within ``timeout``, the step is killed (the epilog removes what is left)."""
+        ended within ``timeout``, the step is killed (``STOP``)."""
         job_id, rank, attempt = self._parse(container_id)
-        steps = await self.rt.sh(["squeue", "--noheader", "--steps", f"--jobs={job_id}",
-                                  "--format=%i|%j"])
-        ids = [line.split("|")[0] for line in steps.splitlines()
-               if line.endswith(f"|{step_name(rank)}")]
-        for step in ids:
-            await self.rt.sh(["scancel", "--signal=TERM", step])
-        job, folder = await self._folder(job_id)
-        deadline = time.monotonic() + timeout + 5
-        while folder is not None and time.monotonic() < deadline:
-            state = await self._state(job, folder, rank, attempt, {})
-            if state.status == "exited":
-                return
-            await asyncio.sleep(POLL_S)
-        for step in ids:
-            await self.rt.sh(["scancel", step])
+        job = await self._job(job_id)
+        if job is None:
+            return  # the job ended: its epilog removed the containers
+        await self.rt.script(STOP, job_id, step_name(rank), self._files(job.folder, rank, attempt),
+                             str(int(timeout) + 5), timeout=timeout + 30)
 
     async def remove(self, container_id: str) -> None:
         """The stopped container goes from its node (a step of its own in the job); the files
         stay with the run."""
         job_id, rank, attempt = self._parse(container_id)
-        job, folder = await self._folder(job_id)
-        if job is None or folder is None:
+        job = await self._job(job_id)
+        if job is None:
             return  # the job ended: its epilog removed the containers
-        base = self._files(folder, rank, attempt)
-        cid = (await self.rt.sh(["cat", "--", f"{base}.cid"])).strip()
-        if cid:
-            await self.rt.sh(["srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1",
-                              f"--nodelist={self.node.name}", "--quiet", "docker",
-                              f"--host=unix://{self.node.docker.socket}", "rm", "-f", cid],
-                             timeout=60)
+        await self.rt.script(REMOVE, self._files(job.folder, rank, attempt), job_id,
+                             self.node.name, f"unix://{self.node.docker.socket}", timeout=90)
 
     # -- Logs -------------------------------------------------------------------------------
     async def logs(self, container_id: str, cursor: str | None, follow: bool = True,
                    secrets: Sequence[str] = ()) -> AsyncIterator[LogChunk]:
-        """The attempt's log file from byte ``cursor`` on, through the login node; ends once
-        the exit file is there and the log read to its end (follow), or at its end."""
+        """The attempt's log file from byte ``cursor`` on, through the login node: followed by
+        one long-lived ``tail`` (``FOLLOW``) until the exit record is there, then read to its
+        end; without ``follow``, read to its end. The cursor is the byte after the last whole
+        line handed over."""
         job_id, rank, attempt = self._parse(container_id)
-        _job, folder = await self._folder(job_id)
+        job = await self._job(job_id)
+        folder = job.folder if job is not None else self.rt.folders.get(job_id)
         if folder is None:
             return
         base = self._files(folder, rank, attempt)
         offset = int(cursor) if cursor and cursor.isdigit() else 0
-        rest = b""
-        while True:
-            try:
-                conn = await self.rt.login.connection()
-                # the exit file first: once it is there the log is whole (the supervisor
-                # writes it last), so a log read after it misses nothing
-                cmd = login_shell_command(["sh", "-c", 'if test -e "$4"; then e=ended; else e=running; fi; '
-                                           'tail -c +"$1" -- "$2" 2>/dev/null | head -c "$3"; echo; echo $e',
-                                           "sparktui-logs", str(offset + len(rest) + 1),
-                                           f"{base}.log", str(CHUNK_BYTES), f"{base}.exit"])
+        reader = _Lines(offset)
+        try:
+            conn = await self.rt.login.connection()
+            if follow:
+                cmd = login_shell_command(["sh", "-c", FOLLOW, "sparktui", str(offset + 1),
+                                           f"{base}.log", f"{base}.exit"])
+                async with conn.create_process(cmd, encoding=None) as proc:
+                    while True:
+                        data = await proc.stdout.read(CHUNK_BYTES)
+                        if not data:
+                            break
+                        chunk = reader.feed(data)
+                        if chunk is not None:
+                            yield chunk
+            while True:  # the rest, to the end of the file
+                cmd = login_shell_command(["sh", "-c", 'tail -c +"$1" -- "$2" 2>/dev/null | '
+                                           'head -c "$3"; exit 0', "sparktui",
+                                           str(reader.read + 1), f"{base}.log", str(CHUNK_BYTES)])
                 res = await conn.run(cmd, check=False, encoding=None)
-            except (OSError, asyncssh.Error) as exc:
-                raise RuntimeLost(f"login: {exc}") from None
-            out = res.stdout if isinstance(res.stdout, bytes) else b""
-            body, _, status = out.rstrip(b"\n").rpartition(b"\n")
-            data = rest + body if status in (b"ended", b"running") else rest
-            lines, rest = _lines(data)
-            if lines:
-                offset += sum(len(raw) + 1 for raw, _ts, _text in lines)
-                yield LogChunk([(ts, text) for _raw, ts, text in lines], str(offset))
-            ended = status == b"ended"
-            if len(body) < CHUNK_BYTES and (ended or not follow):
-                if rest and ended:  # a last line without its newline
-                    ts, text = _split(rest)
-                    offset += len(rest)
-                    rest = b""
-                    yield LogChunk([(ts, text)], str(offset))
-                return
-            if len(body) < CHUNK_BYTES:
-                await asyncio.sleep(POLL_S)
+                data = res.stdout if isinstance(res.stdout, bytes) else b""
+                chunk = reader.feed(data)
+                if chunk is not None:
+                    yield chunk
+                if len(data) < CHUNK_BYTES:
+                    break
+        except (OSError, asyncssh.Error) as exc:
+            raise RuntimeLost(f"login: {exc}") from None
+        last = reader.close()
+        if last is not None:
+            yield last
+
+
+class _Lines:
+    """Bytes of a rank's log from ``offset`` on -> chunks of whole lines, each with the cursor
+    after it."""
+
+    def __init__(self, offset: int) -> None:
+        self.offset = offset  # after the last whole line handed over
+        self.rest = b""
+
+    @property
+    def read(self) -> int:
+        return self.offset + len(self.rest)
+
+    def feed(self, data: bytes) -> LogChunk | None:
+        *whole, self.rest = (self.rest + data).split(b"\n")
+        if not whole:
+            return None
+        self.offset += sum(len(raw) + 1 for raw in whole)
+        return LogChunk([_split(raw) for raw in whole], str(self.offset))
+
+    def close(self) -> LogChunk | None:
+        """A last line without its newline (the file is whole: its exit record is there)."""
+        if not self.rest:
+            return None
+        raw, self.rest = self.rest, b""
+        self.offset += len(raw)
+        return LogChunk([_split(raw)], str(self.offset))
 
 
 def _split(raw: bytes) -> tuple[str, str]:
@@ -419,9 +699,3 @@ def _split(raw: bytes) -> tuple[str, str]:
     if sep and ts.endswith("Z") and ts[:4].isdigit():
         return ts, rest
     return time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime()), text
-
-
-def _lines(data: bytes) -> tuple[list[tuple[bytes, str, str]], bytes]:
-    """Whole lines of ``data`` (raw, time stamp, text), and what follows the last newline."""
-    *whole, rest = data.split(b"\n")
-    return [(raw, *_split(raw)) for raw in whole], rest
