@@ -99,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("node")
     p.add_argument("--down", action="store_true", help="then set the node DOWN")
     p.add_argument("--steps", action="store_true", help="also kill its slurmstepds and tasks")
+    p.add_argument("--lost", action="store_true",
+                   help="SIGKILL it, its steps and its containers at once (a node losing power)")
     add("start-slurmd", "start a node's slurmd and wait until it is in service").add_argument("node")
     p = add("slurm-state", "scontrol update a node's State (DOWN, DRAIN, RESUME, ...)")
     p.add_argument("node")
@@ -150,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stderr.write(cp.stderr)
             return cp.returncode
         elif args.cmd == "stop-slurmd":
-            stop_slurmd(args.state, args.node, down=args.down, steps=args.steps)
+            stop_slurmd(args.state, args.node, down=args.down, steps=args.steps, lost=args.lost)
         elif args.cmd == "start-slurmd":
             print(start_slurmd(args.state, args.node))
         elif args.cmd == "slurm-state":

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import daemons, docker_api, slurm
-from .config import BRIDGE, BRIDGE_IP, IMAGE, MAX_NODES, STORAGE_DRIVER_ENV, T_LOAD, T_SLURM
+from .config import BRIDGE, BRIDGE_IP, IMAGE, LOGIN, MAX_NODES, STORAGE_DRIVER_ENV, T_LOAD, T_SLURM
 from .host import check_host
 from .image import build_image
 from .layout import Node, Paths, Slurm, Testbed, locked, write_cluster_file, write_slurm_cluster_file
@@ -386,6 +386,8 @@ def _with_node(state_dir: str | os.PathLike[str] | None, which: str | int) -> tu
     tb = load(paths.sd)
     if tb is None:
         raise TestbedError(f"no testbed in {paths.sd} (run `python -m sparktui_testbed up` first)")
+    if which == LOGIN and tb.slurm is not None:  # the Slurm login node: its sshd as a node's
+        return paths, tb, tb.slurm.login
     return paths, tb, tb.node(which)
 
 

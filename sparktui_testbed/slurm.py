@@ -315,6 +315,27 @@ def start_slurmd(s: Slurm, node: Node) -> int:
         return pid
 
 
+def _container_pids(node: Node) -> list[int]:
+    """The processes of the node's containers: in its network namespace (``--network=host``)
+    but neither its own mount namespace nor slurmd's."""
+    net = ns_file_inode(node.netns_path)
+    if net is None:
+        return []
+    own = {ns_file_inode(node.mntns)}
+    jobs = {ns_inode(p, "mnt") for p in _job_pids(node)}
+    return [pid for pid in all_pids()
+            if ns_inode(pid, "net") == net and ns_inode(pid, "mnt") not in own | jobs
+            and os.path.basename(_exe(pid)) not in ("sshd", "dockerd", "containerd",
+                                                    "containerd-shim-runc-v2", "docker-proxy")]
+
+
+def _exe(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
 def _job_pids(node: Node) -> list[int]:
     """slurmd, the slurmstepds and every task of the node: the processes of its network
     namespace in the mount namespaces of slurmd or a slurmstepd (containers have their own)."""
@@ -332,11 +353,17 @@ def _job_pids(node: Node) -> list[int]:
     return [pid for pid in in_net if ns_inode(pid, "mnt") in mnts]
 
 
-def stop_slurmd(s: Slurm, node: Node, *, jobs: bool = False) -> None:
+def stop_slurmd(s: Slurm, node: Node, *, jobs: bool = False, lost: bool = False) -> None:
     """Kill the node's slurmd (as a crash would: its steps keep running), or with jobs=True
-    also every slurmstepd and task of the node."""
+    also every slurmstepd and task of the node; lost=True: all of them and every process of
+    the node's containers at once with SIGKILL, as a node that loses power (nothing of it
+    gets to say or write anything)."""
     with step(node.name, "stop slurmd"):
-        pids = _job_pids(node) if jobs else [p for p in [slurmd_pid(s, node)] if p]
+        pids = _job_pids(node) if jobs or lost else [p for p in [slurmd_pid(s, node)] if p]
+        if lost:
+            pids += _container_pids(node)
+            for pid in pids:  # no SIGTERM first: nothing gets to clean up
+                kill(pid, signal.SIGKILL)
         left = terminate(pids, T_STOP)
         if left:
             raise TestbedError(f"slurmd processes {left} survived SIGKILL")

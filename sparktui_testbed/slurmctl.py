@@ -50,15 +50,17 @@ def stop_slurmd(
     *,
     down: bool = False,
     steps: bool = False,
+    lost: bool = False,
     reason: str = "sparktui testbed: slurmd stopped",
 ) -> None:
     """Kill the node's slurmd (its running steps go on, as when a slurmd crashes; steps=True
-    kills them too, as a lost node would); down=True then sets the node DOWN, as an operator
-    or slurmctld's timeout would have it."""
+    kills them too; lost=True kills them and the node's containers at once with SIGKILL, as
+    a node that loses power); down=True then sets the node DOWN, as an operator or
+    slurmctld's timeout would have it."""
     paths, tb, s = _with_slurm(state_dir)
     nd = tb.node(node)
     with locked(paths):
-        slurm.stop_slurmd(s, nd, jobs=steps)
+        slurm.stop_slurmd(s, nd, jobs=steps, lost=lost)
         if down:
             slurm.set_state(s, nd, "DOWN", reason)
 

@@ -58,6 +58,7 @@ class Step:
         self.log = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
                            0o600)
         self.cid: str | None = None
+        self.waiter: subprocess.Popen[str] | None = None
         self.stopping = threading.Event()
         self.stop_sent = False
 
@@ -77,6 +78,10 @@ class Step:
             self.say(f"docker run failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
             return False
         self.cid = done.stdout.strip().splitlines()[-1]
+        # waiting from the start: the exit code is had even when the job's end (its epilog)
+        # removes the container before this process reads it
+        self.waiter = subprocess.Popen([self.docker, "wait", self.cid], env=self.env,
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         _write_atomic(self.spec["cid"], self.cid + "\n")
         if self.stopping.is_set():  # a TERM came while it started
             self.stop()
@@ -107,8 +112,9 @@ class Step:
 
     def finish(self) -> int:
         assert self.cid is not None
-        waited = self.docker_cmd("wait", self.cid)
-        code = int(waited.stdout.strip()) if waited.stdout.strip().lstrip("-").isdigit() else None
+        assert self.waiter is not None
+        said = (self.waiter.communicate()[0] or "").strip()
+        code = int(said) if said.lstrip("-").isdigit() else None
         finished = self.docker_cmd("inspect", "-f", "{{.State.FinishedAt}}", self.cid).stdout.strip()
         _write_atomic(self.spec["exit"], json.dumps({"exit_code": code, "finished_at": finished or _now(),
                                                      "container_id": self.cid}) + "\n")

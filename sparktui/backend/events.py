@@ -61,6 +61,13 @@ class NodeChanged(Event):
 
 
 @dataclass(frozen=True)
+class AllocationChanged(Event):
+    """The scheduler's allocation the ranks run in, as a sentence ("" once there is none)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class Notice(Event):
     level: Literal["info", "warning", "error"]
     text: str

@@ -193,6 +193,8 @@ class LogFollower:
         tail = " | ".join(line[:TAIL_CHARS] for line in list(info.last_lines)[-3:])
         if st.exit_code is not None:
             cause = Cause("exited", st.exit_code, text=tail)
+        elif st.lost is not None:
+            cause = Cause("lost", text=st.lost + (f" | {tail}" if tail else ""))
         elif st.status == "missing":
             cause = Cause("removed_outside", text=tail)
         else:

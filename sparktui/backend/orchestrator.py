@@ -21,7 +21,7 @@ from typing import Any, Literal
 from sparktui.backend.board import Board
 from sparktui.backend.boot import BootWatch
 from sparktui.backend.doctor import Finding, doctor
-from sparktui.backend.events import Event, NodeChanged, NodeTelemetry, RunStarted
+from sparktui.backend.events import AllocationChanged, Event, NodeChanged, NodeTelemetry, RunStarted
 from sparktui.backend.follower import LogFollower
 from sparktui.backend.health import PROBE_HOST, HealthProber
 from sparktui.backend.history import GrepProgress, ScannerPool, grep_run, scanners_for
@@ -42,13 +42,14 @@ from sparktui.backend.owners import (
     held_notice,
     mine,
 )
-from sparktui.backend.runtime import Containers, ContainerState, ImageMissing, RuntimeLost
+from sparktui.backend.runtime import Containers, ContainerState, ImageMissing, RuntimeLost, short_id
 from sparktui.backend.runtimes.base import (
     Allocation,
     Images,
     NodeExec,
     NodeProbe,
     RestartOne,
+    Scheduled,
     Stage,
     Telemetry,
 )
@@ -79,6 +80,8 @@ LaunchOrder = Literal["workers-first", "head-first", "parallel"]
 starting the head after the workers cost a second container start, about 0.3 s of a 1.1 s launch
 on the test cluster, docs/benchmarks.md); the head waits for its workers' rendezvous either way.
 A group restart starts the workers first, then the head."""
+ALLOCATION_EVERY_S = 10.0
+"""How often a followed run's scheduler is asked for its allocation (Slurm: its time left)."""
 
 
 class Orchestrator:
@@ -226,7 +229,7 @@ class Orchestrator:
                     self.board.announce(info)
                 continue
             found = True
-            info.observe(st.id, st.running, st.exit_code)
+            info.observe(st.id, st.running, st.exit_code, st.lost)
             if st.running:
                 info.started = _monotonic_at(st.started_at)
             if LABEL_RUN in st.labels:
@@ -502,9 +505,32 @@ class Orchestrator:
     def _start_background(self) -> None:
         jobs: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {
             "health": self.health.loop, "timeout": self.boot.timeout_loop}
+        if isinstance(self.runtime, Scheduled):
+            jobs["allocation"] = self._allocation_loop
         for name, job in jobs.items():
             if name not in self._tasks or self._tasks[name].done():
                 self._tasks[name] = asyncio.create_task(job(), name=name)
+
+    async def allocation(self) -> str | None:
+        """The scheduler's allocation the ranks run in, as a sentence; None on a runtime with
+        no scheduler, or when there is none (or the scheduler cannot be asked: said why)."""
+        if not isinstance(self.runtime, Scheduled):
+            return None
+        try:
+            return await self.runtime.allocation()
+        except NodeError as exc:
+            return f"the allocation is not known: {sentence(exc)}"
+
+    async def _allocation_loop(self) -> None:
+        """While following: the allocation (its time left) for the console, each time its
+        sentence changes."""
+        said: str | None = None
+        while not self._closed:
+            text = await self.allocation() or ""
+            if text != said:
+                self.emit(AllocationChanged(text))
+                said = text
+            await asyncio.sleep(ALLOCATION_EVERY_S)
 
     async def wait(self, timeout: float | None = None, grace: float = 3.0) -> bool:
         """Until every rank is ready (True) or one failed / the time ran out (False)."""
@@ -589,8 +615,9 @@ class Orchestrator:
         self.adoptions.forget([old for old in olds if old])  # the new ones carry our label
         for info, old in zip(infos, olds, strict=True):
             info.restarts += 1
+            shown = short_id(old) if old else "-"
             self.follower.ingest(info, [(utc_now(), f"{MARKER}rank {info.rank} restarted {how} "
-                                                    f"(container {(old or '-')[:12]} replaced) ---")])
+                                                    f"(container {shown} replaced) ---")])
             # the marker's line number: a replay starts the rank's checks after it
             run.event("restart", rank=info.rank, old=old, group=len(infos) > 1, how=how,
                       line=run.log(info.rank).lines)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sparktui.backend.runtime import Containers, ContainerState, NameTaken
+from sparktui.backend.runtime import Containers, ContainerState, NameTaken, short_id
 from sparktui.core.errors import SparkError
 from sparktui.core.ownership import Adoptions, owner_name, owner_of, when_text
 from sparktui.core.plan import LABEL_CLUSTER, LABEL_PREFIX, LABEL_RECIPE
@@ -88,7 +88,7 @@ def clash(node: str, holder: ContainerState, owner: str, adopted: set[str]) -> s
     """None when the container that holds a new rank's name may be removed to make room: the
     operator's own (or adopted) and not running. Else the sentence that names it and says why
     it stays: a container sparktui did not make (no sparktui labels) is never removed."""
-    where = f"container {holder.name} on node {node} ({holder.id[:12]}, {holder.status})"
+    where = f"container {holder.name} on node {node} ({short_id(holder.id)}, {holder.status})"
     labels = holder.labels
     if not any(k.startswith(LABEL_PREFIX) for k in labels):
         return (f"{where} was not made by sparktui (it has no sparktui labels), and it holds the "

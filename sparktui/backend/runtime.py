@@ -27,6 +27,9 @@ class ContainerState:
     labels: dict[str, str] = field(default_factory=dict)
     image_id: str | None = None
     created_at: str | None = None  # RFC 3339 UTC: since when it is there (whose run, since when)
+    lost: str | None = None
+    """Why it ended with no exit code, in its runtime's words (Slurm: the allocation ended under
+    it, and why); None: nothing more to say."""
 
     @property
     def running(self) -> bool:
@@ -87,6 +90,12 @@ class Containers(Logs, Protocol):
     async def remove(self, container_id: str) -> None: ...
 
 
+def short_id(ident: str) -> str:
+    """A rank's id as a table shows it: Docker's 64 hex digits cut to 12 as ``docker ps`` has
+    them; a runtime's own (``slurm-14-r2-1``, a process id) whole."""
+    return ident[:12] if len(ident) == 64 and all(c in "0123456789abcdef" for c in ident) else ident
+
+
 class RuntimeLost(Exception):
     """The engine (or the connection to it) went away; reconnect and resume."""
 
@@ -98,7 +107,7 @@ class NameTaken(SparkError):
         self.node = node
         self.holder = holder
         super().__init__(f"container name {holder.name} is taken on node {node} "
-                         f"(container {holder.id[:12]}, {holder.status})")
+                         f"(container {short_id(holder.id)}, {holder.status})")
 
 
 class ImageMissing(SparkError):

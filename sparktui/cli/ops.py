@@ -251,6 +251,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             await orch.refresh_health()  # without a live follower: ready from health and the log
             rows = orch.status()
             nodes = await orch.sample_nodes()
+            allocation = await orch.allocation()
             if args.json:
                 print(json.dumps({
                     "recipe": orch.recipe.slug, "run": orch.run.id if orch.run else None,
@@ -258,6 +259,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                     "checks": render.checks_json(orch.checks),
                     "watchdog": watchdog_summary(orch.run, orch.recipe.spec.restart),
                     "owner": orch.owner, "held": [h.to_json() for h in orch.held],
+                    "allocation": allocation,
                     "nodes": [{"node": t.node, "status": t.status, "detail": t.detail,
                                "warnings": t.warnings,
                                "sample": t.sample.to_json() if t.sample else None} for t in nodes],
@@ -265,6 +267,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                 return 0
             out.print(render.status_view(
                 f"{orch.recipe.title} · run {orch.run.id if orch.run else '-'}", rows))
+            if allocation:
+                out.print(plain(("allocation", "bold"), f": {allocation}"))
             for phrase in held_groups(orch.held):
                 out.print(plain(("not yours", "yellow"), f": {phrase}; --adopt takes them over"))
             if orch.run is not None:

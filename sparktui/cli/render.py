@@ -18,6 +18,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from sparktui.backend.runtime import short_id
 from sparktui.core.controls import visible
 from sparktui.core.kinds import kind_of
 from sparktui.core.problems import Problem
@@ -239,7 +240,7 @@ def status_view(title: str, rows: Sequence[dict[str, object]]) -> Group:
         state = str(r["state"])
         table.add_row(plain(r["rank"]), plain(r["node"]),
                       plain((state, STATE_STYLE.get(cast("RankState", state), ""))),
-                      plain(str(r["container_id"] or "-")[:12]),
+                      plain(short_id(str(r["container_id"])) if r["container_id"] else "-"),
                       plain("" if r["exit_code"] is None else r["exit_code"]),  # 0: a clean exit
                       plain(f"{checks['passed']}/{total}{failed}"), plain(r["health"] or "-"),
                       plain(r["restarts"]))

@@ -34,7 +34,7 @@ LAST_LINES = 20
 CauseCode = Literal["boot_timeout", "fatal_line", "exited", "no_exit_code", "not_running",
                     "removed_outside", "group_fell", "peer_restarted", "could_not_start",
                     "image_missing", "staging", "stopped_exit", "removed_by_down", "held",
-                    "unreachable", "queued"]
+                    "unreachable", "queued", "lost"]
 """Why a rank is in its state, as a code: what the board sets and the console and CLI read.
 The sentence shown (``Cause.sentence``) and its short form (``Cause.reason``) derive from it."""
 
@@ -86,6 +86,8 @@ class Cause:
                 return self.text or ""
             case "queued":
                 return "waiting for the scheduler"
+            case "lost":
+                return "its place was lost"
             case _:
                 assert_never(self.code)
 
@@ -210,15 +212,20 @@ class RankInfo:
             self.removed = self.probed = self.ended = False
         return True
 
-    def observe(self, container_id: str, running: bool, exit_code: int | None) -> None:
+    def observe(self, container_id: str, running: bool, exit_code: int | None,
+                lost: str | None = None) -> None:
         """What attach found: a running container boots until shown ready; an exited one
-        failed unless it exited cleanly."""
+        failed unless it exited cleanly; one whose place was lost (``lost``: the runtime's
+        words) failed."""
         self.container_id, self.removed, self.probed = container_id, False, False
         self.ended = not running
         if running:
             self.state, self.cause = "booting", None
             return
         self.exit_code = exit_code
+        if lost is not None:
+            self.state, self.cause = "failed", Cause("lost", text=lost)
+            return
         self.state = "failed" if exit_code not in (0, None) else "stopped"
         self.cause = Cause("not_running") if exit_code is None else Cause("exited", exit_code)
 

@@ -126,3 +126,13 @@ class Allocation(Protocol):
         ...
 
     async def release(self) -> None: ...
+
+
+@runtime_checkable
+class Scheduled(Protocol):
+    """The ranks run inside a scheduler's allocation: what it is, as a sentence for the console
+    and ``status`` (Slurm: job, state, partition, nodes, time left)."""
+
+    async def allocation(self) -> str | None:
+        """The allocation as it stands now (asked of the scheduler); None: there is none."""
+        ...

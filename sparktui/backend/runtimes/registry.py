@@ -19,8 +19,9 @@ from sparktui.backend.runtimes.slurm import access_problems as slurm_access_prob
 from sparktui.backend.runtimes.ssh import SshDocker
 from sparktui.backend.sshaccess import access_problems as ssh_access_problems
 from sparktui.core.cluster import Cluster, Node
-from sparktui.core.kinds import KINDS, LOCAL, SLURM, SSH, Kind, add_kind, remove_kind
+from sparktui.core.kinds import KINDS, LOCAL, SSH, Kind, add_kind, remove_kind
 from sparktui.core.problems import Problem
+from sparktui.core.slurmjob import SLURM
 
 Factory = Callable[[Cluster, list[Node], Path], Runtime]
 """``(cluster, the nodes of the plan's ranks, state root) -> Runtime``."""

@@ -91,23 +91,33 @@ for d in "$@"; do
   for b in "$d"/rank*.json.labels; do
     [ -r "$b" ] || continue
     base=${b%.json.labels}
+    [ -e "$base.removed" ] && continue
     printf '@rank %s\\n' "${base##*/}"
-    cat -- "$b"; echo
-    cat -- "$base.exit" 2>/dev/null; echo
-    cat -- "$base.cid" 2>/dev/null; echo
+    printf '%s\\n' "$(cat -- "$b")" "$(cat -- "$base.exit" 2>/dev/null)" \\
+      "$(cat -- "$base.cid" 2>/dev/null)"
   done
 done
 exit 0
 """
-"""Every rank attempt's labels, exit record and container id in each folder given (a folder
-this user cannot read lists nothing)."""
+"""Every rank attempt's labels, exit record and container id in each folder given, but those
+removed (``down``: their files stay with the run); a folder this user cannot read lists
+nothing."""
 
 STATE = """
-env TZ=UTC squeue --noheader --jobs="$2" --format="$3" 2>/dev/null
-echo @
-cat -- "$1.exit" 2>/dev/null; echo; cat -- "$1.cid" 2>/dev/null; echo; exit 0
+env TZ=UTC squeue --noheader --states=all --jobs="$2" --format="$3" 2>/dev/null
+echo; echo @node
+sinfo --noheader --Node --nodes="$4" --format='%T|%E' 2>/dev/null | head -n 1
+echo; echo @files
+printf '%s\\n' "$(cat -- "$1.exit" 2>/dev/null)" "$(cat -- "$1.cid" 2>/dev/null)"
+tail -n 1 -- "$1.log" 2>/dev/null | cut -c 1-40; exit 0
 """
-"""A rank attempt's job as ``squeue`` lists it (nothing once it ended), then its files."""
+"""A rank attempt's job as ``squeue`` lists it (ended ones too, for a while), its node as
+``sinfo`` does (state and reason), then its files and the start of its log's last line (its
+time stamp: the last sign of life of a rank whose node was lost)."""
+
+ACTIVE = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "RESIZING",
+                    "REQUEUED", "SIGNALING", "STAGE_OUT"})
+"""Job states whose steps may still run (or come to)."""
 
 RUN = """
 set -C; umask 077
@@ -116,15 +126,19 @@ IFS= read -r labels || exit 4
 { printf '%s\\n' "$labels" > "$base.json.labels"; } 2>/dev/null || { echo taken; exit 3; }
 cat > "$base.json" || exit 1
 setsid "$@" </dev/null >/dev/null 2>&1 &
+p=$!
 i=0
 while [ $i -lt 3000 ]; do
   if [ -e "$base.cid" ] || [ -e "$base.exit" ]; then break; fi
+  kill -0 $p 2>/dev/null || break
   sleep 0.02; i=$((i+1))
 done
-cat -- "$base.exit" 2>/dev/null; echo; cat -- "$base.cid" 2>/dev/null; echo; exit 0
+printf '%s\\n' "$(cat -- "$base.exit" 2>/dev/null)" "$(cat -- "$base.cid" 2>/dev/null)"
+tail -c 600 -- "$base.srun" 2>/dev/null; exit 0
 """
 """The attempt's labels (refused when the attempt exists: ``set -C``) and spec from stdin, its
-step started detached, then its state once the container has an id (or the step ended)."""
+step started detached, then its state once the container has an id, the step ended or
+``srun`` gave up (what it said follows)."""
 
 STOP = """
 job=$1 name=$2 base=$3 wait=$4
@@ -145,23 +159,39 @@ then a kill once ``wait`` seconds have passed without one (the job's epilog, or 
 takes the container). No step left: nothing to wait for."""
 
 REMOVE = """
+: > "$1.removed"
 cid=$(cat -- "$1.cid" 2>/dev/null) || exit 0
 [ -n "$cid" ] || exit 0
+[ -n "$2" ] || exit 0
 srun --jobid="$2" --overlap --nodes=1 --ntasks=1 --nodelist="$3" --quiet \\
   docker --host="$4" rm -f "$cid" >/dev/null 2>&1
 exit 0
 """
+"""The attempt marked removed (``find`` no longer lists it), then its container removed from
+its node by a step of the job, while the job runs (once it ended, its epilog did that)."""
 
 FOLLOW = """
 tail -c +"$1" -s 0.2 -F -- "$2" 2>/dev/null &
 t=$!
-while [ ! -e "$3" ]; do sleep 0.2; done
+( cat; kill $t $$ ) </dev/stdin >/dev/null 2>&1 &
+c=$!
+i=0
+while [ ! -e "$3" ]; do
+  sleep 0.2; i=$((i+1))
+  if [ $((i % 10)) -eq 0 ]; then
+    s=$(squeue --noheader --jobs="$4" --format=%T 2>&1)
+    case "$s" in ""|*"Invalid job id"*) break;; esac
+  fi
+done
 sleep 0.3
-kill $t 2>/dev/null
+kill $t $c 2>/dev/null
 exit 0
 """
 """A rank's log from a byte on, as it grows, until its exit record is there (the supervisor
-writes that after the log's last byte); whatever ``tail`` had not sent by then is read after."""
+writes that after the log's last byte) or its job has ended (every 2 s: a lost node's step
+never writes one); whatever ``tail`` had not sent by then is read after.
+Its stdin's end (the channel closed: sparktui stopped following, or its connection dropped)
+ends it too, so nothing is left reading on the login node."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +212,15 @@ class Job:
     @property
     def running(self) -> bool:
         return self.state == "RUNNING"
+
+
+def job_sentence(job: Job, partition: str) -> str:
+    if job.state == "PENDING":
+        why = f" ({job.reason})" if job.reason not in ("", "None") else ""
+        return f"Slurm job {job.id} pending{why} in partition {partition}"
+    left = f", {job.time_left} left" if job.time_left and job.time_left != "INVALID" else ""
+    return (f"Slurm job {job.id} {job.state.lower()} on {job.nodes or '?'} "
+            f"(partition {partition}){left}")
 
 
 def parse_jobs(text: str) -> list[Job]:
@@ -247,9 +286,10 @@ def parse_survey(text: str) -> dict[str, Folder]:
 
 
 def parse_state(text: str) -> tuple[str, str]:
-    """``STATE``'s (and ``RUN``'s) output: the exit record's text and the container id."""
-    exit_text, _, rest = text.partition("\n")
-    return exit_text.strip(), rest.strip().splitlines()[0] if rest.strip() else ""
+    """``STATE``'s (and ``RUN``'s) files part: the exit record's text on its first line, the
+    container id on its second (either empty while there is none)."""
+    lines = [*text.split("\n"), "", ""]
+    return lines[0].strip(), lines[1].strip()
 
 
 def stage_allocation(settings: SlurmSettings) -> list[str]:
@@ -283,8 +323,11 @@ def rank_id(job: str, rank: int, attempt: int) -> str:
 
 
 def state_of(ident: str, name: str, exit_text: str, cid: str, job: Job | None,
-             labels: dict[str, str]) -> ContainerState:
-    """A rank attempt's state from its files: ended once its exit record is there."""
+             labels: dict[str, str], node: str = "", last: str = "") -> ContainerState:
+    """A rank attempt's state from its files: ended once its exit record is there, or once its
+    job has (``job``: as ``squeue`` lists it, None once Slurm has forgotten it; ``node``: what
+    ``sinfo`` says of the rank's node, for the sentence; ``last``: its log's last line, whose
+    time stamp is when a rank that ended with no exit record was last heard of)."""
     if exit_text:
         try:
             ended = json.loads(exit_text)
@@ -293,16 +336,26 @@ def state_of(ident: str, name: str, exit_text: str, cid: str, job: Job | None,
         code = ended.get("exit_code") if isinstance(ended, dict) else None
         return ContainerState(ident, name, "exited", code if isinstance(code, int) else None,
                               finished_at=ended.get("finished_at") if isinstance(ended, dict) else None,
-                              labels=labels)
-    if job is None:
-        return ContainerState(ident, name, "dead", labels=labels)  # the job ended without it
-    return ContainerState(ident, name, "running" if cid else "created", labels=labels)
+                              labels=labels, started_at=job.submitted or None if job else None)
+    if job is None or job.state not in ACTIVE:
+        said = (f"Slurm job {job.id} ended {job.state}" + (f" ({job.reason})" if job.reason
+                not in ("", "None") else "")) if job is not None else "its Slurm job ended"
+        state, _, why = node.partition("|")
+        if state:
+            said += f"; its node is {state.lower()}" + (f" ({why})" if why and why != "none" else "")
+        heard = last.split(" ", 1)[0] if last else ""
+        return ContainerState(ident, name, "dead", labels=labels, lost=said,
+                              finished_at=heard if heard.endswith("Z") else None,
+                              started_at=job.submitted or None if job is not None else None)
+    return ContainerState(ident, name, "running" if cid else "created", labels=labels,
+                          started_at=job.submitted or None)
 
 
 class SlurmDocker:
     """One SSH connection to the login node; one ``SlurmSteps`` per node of the plan's ranks.
     Probes go from the login node to the rank's address (``NodeProbe``); one rank is replaced
-    in the allocation (``RestartOne``); the staging agent runs as a step (``Stage``)."""
+    in the allocation (``RestartOne``); the staging agent runs as a step (``Stage``); the job
+    is shown (``Scheduled``) and waited for (``Allocation``)."""
 
     def __init__(self, cluster: Cluster, nodes: list[Node], state_root: Path) -> None:
         self.kind = kind_of(SLURM)
@@ -390,15 +443,20 @@ class SlurmDocker:
             raise NodeError("login", f"scancel exited {res.returncode}: {said[-500:]}")
 
     async def jobs(self, slug: str) -> list[Job]:
-        """Every user's jobs of this recipe (another user's is shown as theirs)."""
-        out = await self.sh(["env", "TZ=UTC", "squeue", "--noheader", f"--name={job_name(slug)}",
-                             f"--format={SQUEUE}"])
+        """Every user's jobs of this recipe (another user's is shown as theirs), those that
+        ended too while Slurm still lists them (``MinJobAge``, 300 s by default): a rank whose
+        job ended under it is found, and said so."""
+        out = await self.sh(["env", "TZ=UTC", "squeue", "--noheader", "--states=all",
+                             f"--name={job_name(slug)}", f"--format={SQUEUE}"])
         return parse_jobs(out)
 
     async def job_of(self, job_id: str) -> Job | None:
-        out = await self.sh(["env", "TZ=UTC", "squeue", "--noheader", f"--jobs={job_id}",
-                             f"--format={SQUEUE}"])
-        found = [j for j in parse_jobs(out) if j.id == job_id]
+        """The job while it is pending or running; None once it ended."""
+        res = await self.login.run(["env", "TZ=UTC", "squeue", "--noheader", f"--jobs={job_id}",
+                                    f"--format={SQUEUE}"])
+        if not res.ok and "Invalid job id" not in res.stderr:
+            raise NodeError("login", f"squeue exited {res.returncode}: {res.stderr.strip()[-300:]}")
+        found = [j for j in parse_jobs(res.stdout) if j.id == job_id and j.state in ACTIVE]
         return found[0] if found else None
 
     def mine(self, job: Job) -> bool:
@@ -418,11 +476,28 @@ class SlurmDocker:
         return await task
 
     async def _look(self, slug: str) -> list[tuple[Job, Folder | None]]:
-        jobs = await self.jobs(slug)
-        own = [j.folder for j in jobs if self.mine(j) and j.folder]
-        self.folders.update((j.id, j.folder) for j in jobs if self.mine(j) and j.folder)
-        folders = parse_survey(await self.script(SURVEY, *own)) if own else {}
+        listed = await self.jobs(slug)
+        mine = [j for j in listed if self.mine(j) and j.folder]
+        self.folders.update((j.id, j.folder) for j in mine)
+        # this operator's newest job is their run (a running one first); older ones Slurm
+        # still lists are history, as a container replaced on a node is
+        mine.sort(key=lambda j: (j.state in ACTIVE, int(j.id)))
+        jobs = [*mine[-1:], *(j for j in listed if not self.mine(j))]
+        folders = parse_survey(await self.script(SURVEY, mine[-1].folder)) if mine else {}
         return [(j, folders.get(j.folder) if self.mine(j) else None) for j in jobs]
+
+    # -- Scheduled --------------------------------------------------------------------------
+    async def allocation(self) -> str | None:
+        """``Slurm job 12 running on node[0-3] (partition spark), 1:58:10 left``, or why it
+        waits; None when this operator holds no job of the run."""
+        if self.job is None:
+            return None
+        now = await self.job_of(self.job.id)
+        if now is None:
+            return f"Slurm job {self.job.id} ended"
+        if self.job.running or not now.running:
+            self.job = replace(now, folder=now.folder or self.job.folder)
+        return job_sentence(now, self.settings.partition)
 
     # -- Allocation ---------------------------------------------------------------------------
     async def allocate(self, plan: Plan, run_id: str, waiting: Callable[[str], None]) -> None:
@@ -441,7 +516,8 @@ class SlurmDocker:
             plan = spec.labels.get(LABEL_PLAN, "")
             slug = spec.labels[LABEL_RECIPE]
             if self.job is None:
-                mine = [j for j, _ in await self.survey(slug) if self.mine(j) and j.plan == plan]
+                mine = [j for j, _ in await self.survey(slug)
+                        if self.mine(j) and j.plan == plan and j.state in ACTIVE]
                 self.job = mine[-1] if mine else await self._submit(slug, plan, run_id)
             pause = 0.05
             while not self.job.running:
@@ -510,7 +586,7 @@ class SlurmSteps:
         found = []
         for job, folder in await self.rt.survey(slug):
             if folder is None:  # another operator's: what Slurm says of it is all there is
-                if not self.rt.mine(job):
+                if not self.rt.mine(job) and job.state in ACTIVE:
                     found.append(self._theirs(job, rank, labels))
                 continue
             latest = folder.latest(rank)
@@ -519,7 +595,7 @@ class SlurmSteps:
             attempt, files = latest
             self.attempts[(job.id, rank)] = max(attempt, self.attempts.get((job.id, rank), 0))
             if all(files.labels.get(k) == v for k, v in labels.items()):
-                if self.rt.job is None or self.rt.job.id == job.id:
+                if job.state in ACTIVE and (self.rt.job is None or self.rt.job.id == job.id):
                     self.rt.job = job  # this operator's allocation: restart and down use it
                 found.append(state_of(rank_id(job.id, rank, attempt),
                                       files.labels.get(LABEL_NAME, ""), files.exit_text,
@@ -558,6 +634,10 @@ class SlurmSteps:
                 await self._recount(job, rank)  # an attempt this process did not know of
                 continue
             exit_text, cid = parse_state(out)
+            if not exit_text and not cid:
+                said = " ".join(out.split("\n", 2)[2:]).strip() or "no word from srun"
+                raise NodeError("login", f"rank {rank}'s step did not start in job {job.id}: "
+                                         f"{said[-400:]}")
             return state_of(rank_id(job.id, rank, attempt), spec.name, exit_text, cid, job,
                             labels)
         raise NodeError("login", f"rank {rank}: no free attempt number in {job.folder}")
@@ -588,13 +668,17 @@ class SlurmSteps:
             if job is None or not job.folder:
                 return ContainerState(container_id, "", "missing")
             folder = job.folder
-        out = await self.rt.script(STATE, self._files(folder, rank, attempt), job_id, SQUEUE)
-        listed, _, files = out.partition("\n@\n") if not out.startswith("@\n") else ("", "", out[2:])
+        out = await self.rt.script(STATE, self._files(folder, rank, attempt), job_id, SQUEUE,
+                                   self.node.name)
+        listed, _, rest = out.partition("\n@node\n")
+        node, _, files = rest.partition("\n@files\n")
         jobs = [j for j in parse_jobs(listed) if j.id == job_id]
-        if not jobs and held is not None:
+        job = jobs[0] if jobs else None
+        if (job is None or job.state not in ACTIVE) and held is not None:
             self.rt.job = None  # the allocation ended under this process
         exit_text, cid = parse_state(files)
-        return state_of(container_id, "", exit_text, cid, jobs[0] if jobs else None, {})
+        last = ([*files.split("\n"), "", "", ""])[2]
+        return state_of(container_id, "", exit_text, cid, job, {}, node.strip(), last.strip())
 
     async def named(self, name: str) -> ContainerState | None:
         return None  # each attempt's container has a name of its own (job and attempt in it)
@@ -611,13 +695,18 @@ class SlurmSteps:
 
     async def remove(self, container_id: str) -> None:
         """The stopped container goes from its node (a step of its own in the job); the files
-        stay with the run."""
+        stay with the run, marked removed."""
         job_id, rank, attempt = self._parse(container_id)
-        job = await self._job(job_id)
-        if job is None:
-            return  # the job ended: its epilog removed the containers
-        await self.rt.script(REMOVE, self._files(job.folder, rank, attempt), job_id,
-                             self.node.name, f"unix://{self.node.docker.socket}", timeout=90)
+        job = self.rt.job if self.rt.job is not None and self.rt.job.id == job_id else None
+        folder = job.folder if job is not None else self.rt.folders.get(job_id)
+        if folder is None:
+            found = await self.rt.job_of(job_id)
+            folder = found.folder if found is not None and found.folder else None
+        if folder is None:
+            return
+        await self.rt.script(REMOVE, self._files(folder, rank, attempt),
+                             job_id if job is not None else "", self.node.name,
+                             f"unix://{self.node.docker.socket}", timeout=90)
 
     # -- Logs -------------------------------------------------------------------------------
     async def logs(self, container_id: str, cursor: str | None, follow: bool = True,
@@ -638,8 +727,9 @@ class SlurmSteps:
             conn = await self.rt.login.connection()
             if follow:
                 cmd = login_shell_command(["sh", "-c", FOLLOW, "sparktui", str(offset + 1),
-                                           f"{base}.log", f"{base}.exit"])
-                async with conn.create_process(cmd, encoding=None) as proc:
+                                           f"{base}.log", f"{base}.exit", job_id])
+                proc = await conn.create_process(cmd, encoding=None)
+                try:
                     while True:
                         data = await proc.stdout.read(CHUNK_BYTES)
                         if not data:
@@ -647,6 +737,8 @@ class SlurmSteps:
                         chunk = reader.feed(data)
                         if chunk is not None:
                             yield chunk
+                finally:
+                    proc.close()  # not awaited: a follower that stops does not wait on the node
             while True:  # the rest, to the end of the file
                 cmd = login_shell_command(["sh", "-c", 'tail -c +"$1" -- "$2" 2>/dev/null | '
                                            'head -c "$3"; exit 0', "sparktui",

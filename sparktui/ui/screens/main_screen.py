@@ -22,6 +22,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer
 
 from sparktui.backend.events import (
+    AllocationChanged,
     ChecksChanged,
     ImageSyncProgress,
     LogBatch,
@@ -356,6 +357,8 @@ class MainScreen(Screen[None]):
                 self._node_changed(event)
             case NodeTelemetry() as event:
                 self._node_sampled(event)
+            case AllocationChanged() as event:
+                self.nodes_panel.border_subtitle = content(event.text) if event.text else None
             case Notice() as event:
                 self._notice(event)
             case StagingProgress() as event:
