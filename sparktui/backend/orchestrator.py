@@ -229,6 +229,9 @@ class Orchestrator:
                     self.board.announce(info)
                 continue
             found = True
+            if st.queued is not None:  # its scheduler has not started it yet: nothing to follow
+                info.state, info.cause = "queued", Cause("queued", text=st.queued)
+                continue
             info.observe(st.id, st.running, st.exit_code, st.lost)
             if st.running:
                 info.started = _monotonic_at(st.started_at)

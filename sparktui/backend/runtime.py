@@ -27,6 +27,8 @@ class ContainerState:
     labels: dict[str, str] = field(default_factory=dict)
     image_id: str | None = None
     created_at: str | None = None  # RFC 3339 UTC: since when it is there (whose run, since when)
+    queued: str | None = None
+    """Not started yet: its scheduler holds it back, and why (Slurm's reason); None: started."""
     lost: str | None = None
     """Why it ended with no exit code, in its runtime's words (Slurm: the allocation ended under
     it, and why); None: nothing more to say."""

@@ -521,8 +521,7 @@ class SlurmDocker:
                 self.job = mine[-1] if mine else await self._submit(slug, plan, run_id)
             pause = 0.05
             while not self.job.running:
-                why = f"Slurm job {self.job.id} {self.job.state.lower() or 'submitted'}" + (
-                    f" ({self.job.reason})" if self.job.reason not in ("", "None") else "")
+                why = job_sentence(self.job, self.settings.partition)
                 if waiting is not None and why != said:
                     waiting(why)
                     said = why
@@ -591,6 +590,11 @@ class SlurmSteps:
                 continue
             latest = folder.latest(rank)
             if latest is None:
+                if job.state == "PENDING":  # asked for, not given yet: its ranks wait
+                    self.rt.job = self.rt.job or job
+                    found.append(ContainerState(rank_id(job.id, rank, 0), "", "created",
+                                                labels={**labels, LABEL_OWNER: job.owner},
+                                                queued=job_sentence(job, self.rt.settings.partition)))
                 continue
             attempt, files = latest
             self.attempts[(job.id, rank)] = max(attempt, self.attempts.get((job.id, rank), 0))
