@@ -15,7 +15,9 @@ measured against: ``python -c pass`` (a process start), one OpenSSH login to a n
 node true``), and one container create+start on a node's engine straight from this machine.
 
 Targets (medians): every container running <= 1.0 s; ready reported <= 0.2 s after the last
-rank's ready line. ``--compare`` alternates with ``--launch-order workers-first`` runs (the old
+rank's ready line. The same runs then go to the test cluster's Slurm (its cluster file: one
+allocation, a step per rank through the login node): every rank running <= 1.5 s, printed beside
+the SSH runtime's figure. ``--compare`` alternates with ``--launch-order workers-first`` runs (the old
 default) and prints the ratio. Run under the shared lock (``flock /tmp/sparktui-realparts.lock``); the
 numbers move with whatever else shares the machine, so it prints the load too.
 
@@ -44,6 +46,7 @@ import sparktui_testbed  # noqa: E402
 
 WORLD = 4
 RUNNING_TARGET_S = 1.0
+SLURM_RUNNING_TARGET_S = 1.5
 READY_AFTER_LINE_TARGET_S = 0.2
 READY_LINES = ("The server is fired up and ready to roll!", "Worker ready; serving /health")
 
@@ -203,7 +206,9 @@ def main() -> None:
                     help="alternate with runs of --launch-order workers-first (the old default)")
     args = ap.parse_args()
     print(f"machine: {machine()}", flush=True)
-    cluster = str(sparktui_testbed.up(WORLD).cluster_file)
+    tb = sparktui_testbed.up(WORLD)
+    cluster = str(tb.cluster_file)
+    on_slurm: list[Launch] = []
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "XDG_STATE_HOME": f"{tmp}/state", "XDG_CONFIG_HOME": f"{tmp}/config"}
         recipe = instant_recipe(Path(tmp))
@@ -219,6 +224,17 @@ def main() -> None:
                 print(f"  run {i + 1} ({order}): all running {r.running:.2f} s, ready reported "
                       f"{r.ready:.2f} s, {r.ready_after_line:.3f} s after the last rank's ready line",
                       flush=True)
+                if args.marks:
+                    for t, what in r.marks:
+                        print(f"      {t:7.3f}  {what}")
+        if tb.slurm is not None:  # the same recipe, one allocation and a step per rank
+            slurm_cluster = tb.slurm.cluster_file
+            one_run(recipe, slurm_cluster, env, timing)  # warm-up
+            for i in range(args.runs):
+                on_slurm.append(one_run(recipe, slurm_cluster, env, timing))
+                r = on_slurm[-1]
+                print(f"  run {i + 1} (Slurm): all running {r.running:.2f} s, ready reported "
+                      f"{r.ready:.2f} s", flush=True)
                 if args.marks:
                     for t, what in r.marks:
                         print(f"      {t:7.3f}  {what}")
@@ -243,6 +259,13 @@ def main() -> None:
         m_serial = statistics.median([r.running for r in serial])
         print(f"  the same run, --launch-order workers-first (the head after its workers): all running "
               f"{med([r.running for r in serial])}; all at once is {m_serial / m_running:.2f}x faster")
+    if on_slurm:
+        m_slurm = statistics.median([r.running for r in on_slurm])
+        print(f"  on the Slurm runtime (salloc, a step per rank): all ranks running "
+              f"{med([r.running for r in on_slurm])}  target <= {SLURM_RUNNING_TARGET_S:g} s: "
+              f"{'met' if m_slurm <= SLURM_RUNNING_TARGET_S else 'MISSED'}; "
+              f"{m_slurm / m_running:.2f}x the SSH runtime's {m_running:.2f} s")
+        print(f"                          ready reported: {med([r.ready for r in on_slurm])}")
     print("  where the time goes (medians; phases overlap where they run at once):")
     for label, start, end in PHASES:
         values = [phase(r, start, end) for r in runs]

@@ -465,3 +465,23 @@ def test_another_slurm_user_sees_the_run_as_theirs_and_their_down_leaves_it(
     assert down.returncode == 0, down.stderr
     assert [j[0] for j in squeue(slurm, user=other) if j[1] == "sparktui.demo-slurm"] == [job]
     assert states(status(cli, demo)) == ["ready"] * 4  # still the first user's, still running
+
+
+# -- doctor -------------------------------------------------------------------------------
+def test_doctor_reports_each_nodes_slurm_state_engine_and_image(cli: Cli, slurm: Any, demo: Path) -> None:
+    ok = cli("doctor", "--json", recipe=demo)
+    findings = {(f["node"], f["check"]): f for f in json.loads(ok.stdout)}
+    assert ok.returncode == 0, findings
+    for node in slurm.nodes:
+        assert findings[(node.name, "slurm")]["sentence"].endswith("in partition spark")
+        assert findings[(node.name, "docker")]["verdict"] == "passed"
+        assert findings[(node.name, "image")]["sentence"].startswith("sparktui-demo:latest is ")
+    assert findings[("all", "same image")]["verdict"] == "passed"
+    tbm.set_slurm_state(slurm.state_dir, "node3", "DRAIN", "sparktui test: drained")
+    try:
+        res = cli("doctor", "--json", recipe=demo)
+        drained = {(f["node"], f["check"]): f for f in json.loads(res.stdout)}[("node3", "slurm")]
+        assert res.returncode == 1 and drained["verdict"] == "failed", drained
+        assert drained["sentence"].startswith("drain") and "sparktui test: drained" in drained["sentence"]
+    finally:
+        tbm.set_slurm_state(slurm.state_dir, "node3", "RESUME", "")

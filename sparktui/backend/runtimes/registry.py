@@ -14,8 +14,6 @@ from pathlib import Path
 
 from sparktui.backend.runtimes.base import Runtime
 from sparktui.backend.runtimes.local import LocalProcesses
-from sparktui.backend.runtimes.slurm import SlurmDocker
-from sparktui.backend.runtimes.slurm import access_problems as slurm_access_problems
 from sparktui.backend.runtimes.ssh import SshDocker
 from sparktui.backend.sshaccess import access_problems as ssh_access_problems
 from sparktui.core.cluster import Cluster, Node
@@ -66,4 +64,19 @@ def access_problems(cluster: Cluster, nodes: Sequence[Node]) -> list[Problem]:
 
 register(KINDS[SSH], SshDocker, ssh_access_problems)
 register(KINDS[LOCAL], LocalProcesses)
-register(KINDS[SLURM], SlurmDocker, slurm_access_problems)
+
+
+def _slurm(cluster: Cluster, nodes: list[Node], state_root: Path) -> Runtime:
+    # loaded for a Slurm cluster only: 15 ms of every other command's start
+    from sparktui.backend.runtimes.slurm import SlurmDocker
+
+    return SlurmDocker(cluster, nodes, state_root)
+
+
+def _slurm_access(cluster: Cluster, nodes: Sequence[Node]) -> list[Problem]:
+    from sparktui.backend.runtimes.slurm import access_problems
+
+    return access_problems(cluster, nodes)
+
+
+register(KINDS[SLURM], _slurm, _slurm_access)

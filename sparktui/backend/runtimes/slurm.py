@@ -32,6 +32,7 @@ from typing import Any
 
 import asyncssh
 
+from sparktui.backend.findings import Finding
 from sparktui.backend.http import Opener
 from sparktui.backend.nodeshell import NodeError, SshShell, login_shell_command
 from sparktui.backend.runtime import Containers, ContainerState, LogChunk, RuntimeLost
@@ -485,6 +486,50 @@ class SlurmDocker:
         jobs = [*mine[-1:], *(j for j in listed if not self.mine(j))]
         folders = parse_survey(await self.script(SURVEY, mine[-1].folder)) if mine else {}
         return [(j, folders.get(j.folder) if self.mine(j) else None) for j in jobs]
+
+    # -- Preflight ------------------------------------------------------------------------
+    async def preflight(self, node: Node, image: str, slug: str) -> tuple[list[Finding], str | None]:
+        """Doctor's Slurm lines for a node: its state in the partition (``sinfo``), then its
+        Docker engine and the image, asked by a step on it: inside the run's job when there is
+        one, else an allocation of its own granted within 10 s or not at all (a busy node is
+        said to be busy, not waited for)."""
+        res = await self.login.run(["sinfo", "--noheader", "--Node", f"--nodes={node.name}",
+                                    f"--partition={self.settings.partition}", "--format=%T|%E"])
+        state, _, why = res.stdout.strip().partition("\n")[0].partition("|")
+        if not res.ok or not state:
+            said = (res.stderr or res.stdout).strip()[-300:] or "not listed"
+            return [Finding(node.name, "slurm", "failed", f"not in partition "
+                                                          f"{self.settings.partition}: {said}")], None
+        usable = state.rstrip("*~#!%$@^-") in ("idle", "mixed", "allocated", "completing")
+        shown = state + (f" ({why})" if why and why != "none" else "")
+        found = [Finding(node.name, "slurm", "passed" if usable else "failed",
+                         f"{shown} in partition {self.settings.partition}")]
+        if not usable:
+            return found, None
+        where = ([f"--jobid={self.job.id}", "--overlap"] if self.job is not None and self.job.running
+                 else [*stage_allocation(self.settings), "--immediate=10"])
+        fmt = "{{.Id}}"
+        step = await self.login.run(
+            ["srun", *where, "--nodes=1", "--ntasks=1", f"--nodelist={node.name}", "--quiet",
+             "sh", "-c", 'docker --host="$1" version --format "{{.Server.Version}}" && '
+                         'docker --host="$1" image inspect --format "$3" "$2" 2>/dev/null; exit 0',
+             "sparktui-doctor", f"unix://{node.docker.socket}", image, fmt], timeout=60)
+        lines = step.stdout.split()
+        if not step.ok or not lines:
+            said = (step.stderr or step.stdout).strip()[-300:]
+            found.append(Finding(node.name, "docker", "failed",
+                                 f"no step ran on it to ask its Docker engine: {said}"))
+            return found, None
+        found.append(Finding(node.name, "docker", "passed",
+                             f"Docker {lines[0]} at {node.docker.socket} (asked by a Slurm step)"))
+        image_id = lines[1] if len(lines) > 1 and lines[1].startswith("sha256:") else None
+        if image_id is None:
+            found.append(Finding(node.name, "image", "failed",
+                                 f"image {image} is not on this node; load it there (image sync "
+                                 "needs each node's Docker engine over SSH)"))
+        else:
+            found.append(Finding(node.name, "image", "passed", f"{image} is {image_id[7:19]}"))
+        return found, image_id
 
     # -- Scheduled --------------------------------------------------------------------------
     async def allocation(self) -> str | None:
