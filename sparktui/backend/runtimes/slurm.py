@@ -32,6 +32,7 @@ from typing import Any
 
 import asyncssh
 
+from sparktui.agents.local_shim import CONTINUED, MAX_LINE_BYTES, LineCutter
 from sparktui.backend.findings import Finding
 from sparktui.backend.http import Opener
 from sparktui.backend.nodeshell import NodeError, SshShell, login_shell_command
@@ -770,12 +771,11 @@ class SlurmSteps:
         if folder is None:
             return
         base = self._files(folder, rank, attempt)
-        offset = int(cursor) if cursor and cursor.isdigit() else 0
-        reader = _Lines(offset)
+        reader = _Lines(cursor, secrets)
         try:
             conn = await self.rt.login.connection()
             if follow:
-                cmd = login_shell_command(["sh", "-c", FOLLOW, "sparktui", str(offset + 1),
+                cmd = login_shell_command(["sh", "-c", FOLLOW, "sparktui", str(reader.read + 1),
                                            f"{base}.log", f"{base}.exit", job_id])
                 proc = await conn.create_process(cmd, encoding=None)
                 try:
@@ -807,36 +807,54 @@ class SlurmSteps:
 
 
 class _Lines:
-    """Bytes of a rank's log from ``offset`` on -> chunks of whole lines, each with the cursor
-    after it."""
+    """Bytes of a rank's log from a cursor on -> chunks of lines, each with the cursor after it.
+    A line longer than ``MAX_LINE_BYTES`` is handed over in pieces as the Docker pump hands it
+    (``LineCutter``: never inside a secret, each piece after the first marked), so one line
+    without an end holds a piece of memory, not its length. The cursor is the byte after what
+    was handed over; inside a cut line it carries ``+<time stamp>``, so a resume there goes on
+    with the line's pieces and its time stamp."""
 
-    def __init__(self, offset: int) -> None:
-        self.offset = offset  # after the last whole line handed over
-        self.rest = b""
+    def __init__(self, cursor: str | None, secrets: Sequence[str]) -> None:
+        offset, cont, ts = (cursor or "0").partition("+")
+        self.fed = int(offset) if offset.isdigit() else 0  # bytes read from the file
+        self.cutter = LineCutter(MAX_LINE_BYTES, (v.encode("utf-8", "surrogateescape")
+                                                  for v in secrets))
+        self.cutter.continued = bool(cont)
+        self.ts = ts
 
     @property
     def read(self) -> int:
-        return self.offset + len(self.rest)
+        return self.fed
 
     def feed(self, data: bytes) -> LogChunk | None:
-        *whole, self.rest = (self.rest + data).split(b"\n")
-        if not whole:
-            return None
-        self.offset += sum(len(raw) + 1 for raw in whole)
-        return LogChunk([_split(raw) for raw in whole], str(self.offset))
+        self.fed += len(data)
+        return self._chunk(self.cutter.feed(data))
 
     def close(self) -> LogChunk | None:
         """A last line without its newline (the file is whole: its exit record is there)."""
-        if not self.rest:
+        return self._chunk(self.cutter.close())
+
+    def _chunk(self, texts: list[str]) -> LogChunk | None:
+        if not texts:
             return None
-        raw, self.rest = self.rest, b""
-        self.offset += len(raw)
-        return LogChunk([_split(raw)], str(self.offset))
+        lines = []
+        for text in texts:
+            if text.startswith(CONTINUED):  # a piece of the line before: its time stamp
+                lines.append((self.ts or _now(), text))
+            else:
+                self.ts, body = _split(text)
+                lines.append((self.ts, body))
+        handed = self.fed - len(self.cutter.pending)
+        return LogChunk(lines, f"{handed}+{self.ts}" if self.cutter.continued else str(handed))
 
 
-def _split(raw: bytes) -> tuple[str, str]:
-    text = raw.decode("utf-8", "replace")
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime())
+
+
+def _split(text: str) -> tuple[str, str]:
+    """A log line's time stamp (Docker's, or the supervisor's) and its text."""
     ts, sep, rest = text.partition(" ")
     if sep and ts.endswith("Z") and ts[:4].isdigit():
         return ts, rest
-    return time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime()), text
+    return _now(), text
