@@ -42,7 +42,7 @@ from sparktui.backend.owners import (
     held_notice,
     mine,
 )
-from sparktui.backend.runtime import Containers, ContainerState, ImageMissing, RuntimeLost, short_id
+from sparktui.backend.runtime import Containers, ContainerState, ImageMissing, RuntimeLost
 from sparktui.backend.runtimes.base import (
     Allocation,
     Images,
@@ -59,6 +59,7 @@ from sparktui.backend.staging import Stager, StagingResult
 from sparktui.backend.telemetry import Sampler
 from sparktui.core.checks import BootChecks, Check
 from sparktui.core.cluster import Cluster, Node
+from sparktui.core.dockerview import short_id
 from sparktui.core.errors import SparkError, sentence
 from sparktui.core.linefilter import LineFilter
 from sparktui.core.names import UnsafeName, is_safe

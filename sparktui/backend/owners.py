@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sparktui.backend.runtime import Containers, ContainerState, NameTaken, short_id
+from sparktui.backend.runtime import Containers, ContainerState, NameTaken
+from sparktui.core.dockerview import short_id
 from sparktui.core.errors import SparkError
 from sparktui.core.ownership import Adoptions, owner_name, owner_of, when_text
 from sparktui.core.plan import LABEL_CLUSTER, LABEL_PREFIX, LABEL_RECIPE

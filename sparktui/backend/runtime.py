@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
+from sparktui.core.dockerview import short_id
 from sparktui.core.errors import SparkError
 from sparktui.core.rankspec import ContainerSpec
 
@@ -90,12 +91,6 @@ class Containers(Logs, Protocol):
     async def stop(self, container_id: str, timeout: float = 10.0) -> None: ...
 
     async def remove(self, container_id: str) -> None: ...
-
-
-def short_id(ident: str) -> str:
-    """A rank's id as a table shows it: Docker's 64 hex digits cut to 12 as ``docker ps`` has
-    them; a runtime's own (``slurm-14-r2-1``, a process id) whole."""
-    return ident[:12] if len(ident) == 64 and all(c in "0123456789abcdef" for c in ident) else ident
 
 
 class RuntimeLost(Exception):

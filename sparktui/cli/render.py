@@ -18,8 +18,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from sparktui.backend.runtime import short_id
 from sparktui.core.controls import visible
+from sparktui.core.dockerview import short_id
 from sparktui.core.kinds import kind_of
 from sparktui.core.problems import Problem
 from sparktui.core.rankstate import RankState, assert_never, by_state

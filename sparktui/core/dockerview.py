@@ -81,3 +81,9 @@ def docker_cli_args(c: ContainerSpec, extra_labels: dict[str, str]) -> tuple[lis
     args += c.entrypoint[1:]
     args += c.command
     return args, dict(c.env)
+
+
+def short_id(ident: str) -> str:
+    """A rank's id as a table shows it: a Docker id (hex digits) cut to 12 as ``docker ps``
+    has it; a runtime's own (``slurm-14-r2-1``, ``local-...``) whole."""
+    return ident[:12] if all(c in "0123456789abcdef" for c in ident) else ident

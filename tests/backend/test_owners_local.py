@@ -46,7 +46,7 @@ async def test_a_name_sparktui_did_not_make_stops_up_and_stays(orch: Orchestrato
     with pytest.raises(NameClash) as clash:
         await orch.up()
     assert str(clash.value) == (
-        f"container sparktui-demo-tp4-r1 on node local1 ({other.id[:12]}, running) was not made by "
+        f"container sparktui-demo-tp4-r1 on node local1 ({other.id}, running) was not made by "
         "sparktui (it has no sparktui labels), and it holds the name this rank needs: it was left "
         "as it is; rename or remove it on local1 (docker rename / docker rm), then try again; "
         "nothing was started")

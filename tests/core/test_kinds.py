@@ -16,7 +16,7 @@ def test_an_unknown_kind_is_refused_at_its_line_naming_the_kinds() -> None:
         load_cluster_text(CLUSTER.format(kind="kubernetes"))
     [problem] = err.value.problems
     assert problem.key == "kind" and problem.line == 2
-    assert "'kubernetes' is no runtime: use one of local, ssh" in problem.message
+    assert "'kubernetes' is no runtime: use one of local, slurm, ssh" in problem.message
 
 
 def test_a_kind_added_to_the_registry_loads_with_its_traits() -> None:
