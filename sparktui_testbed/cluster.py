@@ -399,10 +399,11 @@ def stop_sshd(state_dir: str | os.PathLike[str] | None, node: str | int) -> None
 
 
 def start_sshd(state_dir: str | os.PathLike[str] | None, node: str | int) -> None:
-    """Start the node's sshd again (no-op when it is running)."""
+    """Start the node's sshd again (no-op when it is running); the login node's in its own UTS
+    namespace, named ``login``, as it was started."""
     paths, _, nd = _with_node(state_dir, node)
     with locked(paths):
-        daemons.start_sshd(nd)
+        daemons.start_sshd(nd, hostname=LOGIN if node == LOGIN else None)
 
 
 def login_shell(state_dir: str | os.PathLike[str] | None, node: str | int,
