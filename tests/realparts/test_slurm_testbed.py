@@ -80,8 +80,11 @@ def _all_idle(tb: Any) -> bool:
 
 
 def _labelled(clients: list[docker.DockerClient], value: str) -> dict[int, list[Any]]:
+    """Each node's containers with the label (sparse: one listed and removed before its
+    inspect, by the epilog at work, is not an error)."""
     return {
-        i: c.containers.list(all=True, filters={"label": f"{LABEL}={value}"}) for i, c in enumerate(clients)
+        i: c.containers.list(all=True, sparse=True, filters={"label": f"{LABEL}={value}"})
+        for i, c in enumerate(clients)
     }
 
 
