@@ -1,16 +1,17 @@
 """The supervisor of one rank's Slurm step: standard library only, run on the rank's compute
 node by ``srun`` inside the run's job (``core/slurmjob.step_argv``).
 
-Slurm does not see inside Docker, so this process is the step: it starts the rank's container
-on the node's own Docker engine, copies the container's output with Docker's time stamps into
-the rank's log file in the shared folder (sparktui follows that file through the login node,
-by byte offset: a dropped connection resumes with no gap and no repeat), and writes the exit
-code beside it when the container ends. A TERM (``scancel --signal=TERM`` of the step:
-sparktui's restart and ``down``) stops the container before this process ends; a SIGKILL
+Slurm does not see inside Docker, so this process is the step: it runs the rank's container
+on the node's own Docker engine (one attached ``docker run``), copies the container's output,
+each line time-stamped as it arrives, into the rank's log file in the shared folder (sparktui
+follows that file through the login node, by byte offset: a dropped connection resumes with no
+gap and no repeat), and writes the exit code beside it when the container ends. A TERM
+(``scancel --signal=TERM`` of the step: sparktui's restart and ``down``) stops the container
+before this process ends; a SIGKILL
 (a bare ``scancel`` of a step) cannot be caught and leaves the container, which the job's
 epilog removes by its ``sparktui.slurm.job`` label.
 
-The spec is one JSON file (``argv``: what follows ``docker run -d``; ``env``: variables the
+The spec is one JSON file (``argv``: what follows ``docker run``; ``env``: variables the
 Docker client passes on by name, so a secret value is never on a command line; ``log``,
 ``exit``, ``cid``: the files it writes; ``docker``: the client; ``host``: the engine's socket
 URL; ``stop_timeout``), written 0600 by sparktui and removed once read.
@@ -25,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from typing import IO, Any
 
 CHUNK = 1 << 16
 EXIT_SETUP = 125  # as docker run: the container could not be started
@@ -57,32 +58,47 @@ class Step:
         self.docker = str(spec.get("docker") or "docker")
         self.log = os.open(spec["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
                            0o600)
+        self.written = threading.Lock()  # whole lines, one writer at a time
         self.cid: str | None = None
-        self.waiter: subprocess.Popen[str] | None = None
+        self.run: subprocess.Popen[bytes] | None = None
         self.stopping = threading.Event()
         self.stop_sent = False
 
-    def say(self, text: str) -> None:
-        """A line of this supervisor's own, in the log's format (the engine's lines are
-        Docker's, time-stamped by Docker)."""
-        for line in text.splitlines() or [""]:
-            os.write(self.log, f"{_now()} sparktui step: {line}\n".encode())
+    def write(self, data: bytes) -> None:
+        with self.written:
+            os.write(self.log, data)
 
-    def docker_cmd(self, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([self.docker, *args], env=self.env, capture_output=True, text=True,
-                              timeout=timeout, check=False)
+    def say(self, text: str) -> None:
+        """A line of this supervisor's own, in the log's format."""
+        self.write("".join(f"{_now()} sparktui step: {line}\n"
+                           for line in text.splitlines() or [""]).encode())
 
     def start(self) -> bool:
-        done = self.docker_cmd("run", "-d", *self.spec["argv"])
-        if done.returncode != 0:
-            self.say(f"docker run failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
-            return False
-        self.cid = done.stdout.strip().splitlines()[-1]
-        # waiting from the start: the exit code is had even when the job's end (its epilog)
-        # removes the container before this process reads it
-        self.waiter = subprocess.Popen([self.docker, "wait", self.cid], env=self.env,
-                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        _write_atomic(self.spec["cid"], self.cid + "\n")
+        """One ``docker run``, attached: the container's output on its two pipes and its exit
+        status as the command's own (one Docker client a rank: on a node of few cores each
+        client's start is a good part of a launch). Its id comes from ``--cidfile``, written
+        once the container is created."""
+        cidfile = f"{self.spec['cid']}.new{os.getpid()}"
+        self.run = subprocess.Popen(
+            [self.docker, "run", f"--cidfile={cidfile}", "--sig-proxy=false", *self.spec["argv"]],
+            env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        while True:
+            try:
+                with open(cidfile, encoding="ascii") as f:
+                    cid = f.read().strip()
+            except FileNotFoundError:
+                cid = ""
+            if cid:
+                break
+            if self.run.poll() is not None:
+                assert self.run.stderr is not None
+                said = self.run.stderr.read().decode("utf-8", "replace").strip()
+                self.say(f"docker run failed (exit {self.run.returncode}): {said[-2000:]}")
+                return False
+            time.sleep(0.01)
+        os.unlink(cidfile)
+        self.cid = cid
+        _write_atomic(self.spec["cid"], cid + "\n")
         if self.stopping.is_set():  # a TERM came while it started
             self.stop()
         return True
@@ -93,32 +109,40 @@ class Step:
         if self.cid is not None and not self.stop_sent:  # none yet: start() stops it once made
             self.stop_sent = True
             timeout = str(int(self.spec.get("stop_timeout", 10)))
-            threading.Thread(target=self.docker_cmd, args=("stop", "-t", timeout, self.cid),
+            threading.Thread(target=subprocess.run, args=([self.docker, "stop", "-t", timeout,
+                                                           self.cid],),
+                             kwargs={"env": self.env, "capture_output": True, "check": False},
                              daemon=True).start()
 
-    def copy_logs(self) -> None:
-        """Docker's output of the container, both streams, time-stamped, into the log until
-        the container ends (``docker logs -f`` returns then)."""
-        assert self.cid is not None
-        with subprocess.Popen([self.docker, "logs", "-f", "--timestamps", self.cid], env=self.env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as logs:
-            assert logs.stdout is not None
-            fd = logs.stdout.fileno()
-            while True:
-                chunk = os.read(fd, CHUNK)
-                if not chunk:
-                    break
-                os.write(self.log, chunk)
+    def copy(self, pipe: IO[bytes]) -> None:
+        """One of the container's streams into the log, each whole line stamped as it arrives
+        (a line longer than ``CHUNK`` * 16 goes as pieces of that size: memory stays bounded)."""
+        fd = pipe.fileno()
+        held = b""
+        while chunk := os.read(fd, CHUNK):
+            *lines, held = (held + chunk).split(b"\n")
+            while len(held) > CHUNK * 16:
+                lines.append(held[:CHUNK * 16])
+                held = held[CHUNK * 16:]
+            if lines:
+                stamp = _now().encode()
+                self.write(b"".join(stamp + b" " + line + b"\n" for line in lines))
+        if held:
+            self.write(_now().encode() + b" " + held + b"\n")
 
     def finish(self) -> int:
-        assert self.cid is not None
-        assert self.waiter is not None
-        said = (self.waiter.communicate()[0] or "").strip()
-        code = int(said) if said.lstrip("-").isdigit() else None
-        finished = self.docker_cmd("inspect", "-f", "{{.State.FinishedAt}}", self.cid).stdout.strip()
-        _write_atomic(self.spec["exit"], json.dumps({"exit_code": code, "finished_at": finished or _now(),
+        """Both streams copied to their end, then the exit record: the container's status."""
+        assert self.run is not None and self.run.stdout is not None and self.run.stderr is not None
+        copiers = [threading.Thread(target=self.copy, args=(pipe,), daemon=True)
+                   for pipe in (self.run.stdout, self.run.stderr)]
+        for thread in copiers:
+            thread.start()
+        code = self.run.wait()
+        for thread in copiers:
+            thread.join()
+        _write_atomic(self.spec["exit"], json.dumps({"exit_code": code, "finished_at": _now(),
                                                      "container_id": self.cid}) + "\n")
-        return code if code is not None else 1
+        return code
 
 
 def main(argv: list[str]) -> int:
@@ -136,11 +160,7 @@ def main(argv: list[str]) -> int:
         _write_atomic(spec["exit"], json.dumps({"exit_code": None, "finished_at": _now(),
                                                 "container_id": None, "error": "not started"}) + "\n")
         return EXIT_SETUP
-    try:
-        step.copy_logs()
-    finally:
-        code = step.finish()
-    return code
+    return step.finish()
 
 
 if __name__ == "__main__":
