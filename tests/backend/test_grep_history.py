@@ -145,8 +145,12 @@ async def test_a_scanner_started_ahead_ends_when_its_console_goes(tmp_path: Path
     pool = ScannerPool()
     pool.warm(1)
     scanners_once(1)
-    proc = pool.take()
-    assert proc is not None and proc.stdin is not None and proc.stdout is not None
+    # the process exists a moment before the pool's thread lists it as idle
+    deadline = time.monotonic() + 10
+    while (proc := pool.take()) is None:
+        assert time.monotonic() < deadline, "the warmed scanner never became idle"
+        time.sleep(0.01)
+    assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.close()
     assert proc.wait(timeout=30) == 0 and proc.stdout.read() == b""
     assert pool.take() is None
