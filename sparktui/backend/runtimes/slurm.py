@@ -20,6 +20,7 @@ from a byte offset), not a poll.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import secrets
@@ -294,13 +295,20 @@ def parse_state(text: str) -> tuple[str, str]:
     return lines[0].strip(), lines[1].strip()
 
 
-def stage_allocation(settings: SlurmSettings) -> list[str]:
-    """``srun``'s words for an allocation of its own: the staging agent before ``up``."""
+def own_allocation(settings: SlurmSettings, purpose: str) -> list[str]:
+    """``srun``'s words for a step in an allocation of its own (``sparktui-<purpose>``): the
+    staging agent before ``up``, doctor's look at a node."""
     out = [f"--partition={settings.partition}", f"--time={settings.time}",
-           "--job-name=sparktui-stage"]
+           f"--job-name=sparktui-{purpose}"]
     if settings.account:
         out.append(f"--account={settings.account}")
     return out
+
+
+@functools.cache
+def _supervisor() -> str:
+    """The step supervisor's text, sent to the run's folder at each submit."""
+    return resources.files("sparktui.agents").joinpath(STEP_SUPERVISOR).read_text()
 
 
 def login_node(cluster: Cluster) -> Node:
@@ -330,6 +338,7 @@ def state_of(ident: str, name: str, exit_text: str, cid: str, job: Job | None,
     job has (``job``: as ``squeue`` lists it, None once Slurm has forgotten it; ``node``: what
     ``sinfo`` says of the rank's node, for the sentence; ``last``: its log's last line, whose
     time stamp is when a rank that ended with no exit record was last heard of)."""
+    started = job.submitted or None if job is not None else None
     if exit_text:
         try:
             ended = json.loads(exit_text)
@@ -338,7 +347,7 @@ def state_of(ident: str, name: str, exit_text: str, cid: str, job: Job | None,
         code = ended.get("exit_code") if isinstance(ended, dict) else None
         return ContainerState(ident, name, "exited", code if isinstance(code, int) else None,
                               finished_at=ended.get("finished_at") if isinstance(ended, dict) else None,
-                              labels=labels, started_at=job.submitted or None if job else None)
+                              labels=labels, started_at=started)
     if job is None or job.state not in ACTIVE:
         said = (f"Slurm job {job.id} ended {job.state}" + (f" ({job.reason})" if job.reason
                 not in ("", "None") else "")) if job is not None else "its Slurm job ended"
@@ -348,9 +357,9 @@ def state_of(ident: str, name: str, exit_text: str, cid: str, job: Job | None,
         heard = last.split(" ", 1)[0] if last else ""
         return ContainerState(ident, name, "dead", labels=labels, lost=said,
                               finished_at=heard if heard.endswith("Z") else None,
-                              started_at=job.submitted or None if job is not None else None)
+                              started_at=started)
     return ContainerState(ident, name, "running" if cid else "created", labels=labels,
-                          started_at=job.submitted or None)
+                          started_at=started)
 
 
 class SlurmDocker:
@@ -406,11 +415,18 @@ class SlurmDocker:
         """The staging agent as a step on ``node``, its stdin through ``srun``: inside the
         run's job when there is one (``--overlap``), else in an allocation of its own for the
         length of the step (queued like any job while the partition is busy)."""
-        where = ([f"--jobid={self.job.id}", "--overlap"] if self.job is not None and self.job.running
-                 else stage_allocation(self.settings))
-        argv = ["srun", *where, "--nodes=1", "--ntasks=1", f"--nodelist={node}",
+        argv = ["srun", *self._place("stage"), "--nodes=1", "--ntasks=1", f"--nodelist={node}",
                 "--kill-on-bad-exit=0", "--quiet", *agent_argv(spec, self.settings.python)]
         return await self.login.stream(argv, on_line, stdin=stdin)
+
+    def _place(self, purpose: str, immediate: bool = False) -> list[str]:
+        """Where a step of sparktui's own goes: into the run's job while it runs
+        (``--overlap``), else into an allocation of its own for the step's length, queued like
+        any job while the partition is busy (``immediate``: granted within 10 s or not at
+        all)."""
+        if self.job is not None and self.job.running:
+            return [f"--jobid={self.job.id}", "--overlap"]
+        return [*own_allocation(self.settings, purpose), *(["--immediate=10"] if immediate else [])]
 
     # -- RestartOne ---------------------------------------------------------------------------
     async def retire(self, node: str, container_id: str, timeout: float) -> None:
@@ -507,11 +523,10 @@ class SlurmDocker:
                          f"{shown} in partition {self.settings.partition}")]
         if not usable:
             return found, None
-        where = ([f"--jobid={self.job.id}", "--overlap"] if self.job is not None and self.job.running
-                 else [*stage_allocation(self.settings), "--immediate=10"])
         fmt = "{{.Id}}"
         step = await self.login.run(
-            ["srun", *where, "--nodes=1", "--ntasks=1", f"--nodelist={node.name}", "--quiet",
+            ["srun", *self._place("doctor", immediate=True), "--nodes=1", "--ntasks=1",
+             f"--nodelist={node.name}", "--quiet",
              "sh", "-c", 'docker --host="$1" version --format "{{.Server.Version}}" && '
                          'docker --host="$1" image inspect --format "$3" "$2" 2>/dev/null; exit 0',
              "sparktui-doctor", f"unix://{node.docker.socket}", image, fmt], timeout=60)
@@ -588,7 +603,7 @@ class SlurmDocker:
         folder = f"{self.settings.shared_dir}/{run_id}-{secrets.token_hex(3)}"
         owner = self.cluster.owner
         argv = allocation_argv(slug, self.order, owner, plan, self.settings, folder)
-        supervisor = resources.files("sparktui.agents").joinpath(STEP_SUPERVISOR).read_text()
+        supervisor = await asyncio.to_thread(_supervisor)
         out = await self.script(SUBMIT, folder, STEP_SUPERVISOR, *argv, stdin=supervisor,
                                 timeout=60)
         found = re.search(r"job allocation (\d+)", out)
@@ -704,20 +719,30 @@ class SlurmSteps:
             raise ValueError(f"{container_id!r} is no Slurm rank id")
         return m.group(1), int(m.group(2)), int(m.group(3))
 
+    def _held(self, job_id: str) -> Job | None:
+        """The job, while this process holds it as the run's allocation."""
+        return self.rt.job if self.rt.job is not None and self.rt.job.id == job_id else None
+
     async def _job(self, job_id: str) -> Job | None:
-        if self.rt.job is not None and self.rt.job.id == job_id:
-            return self.rt.job
-        return await self.rt.job_of(job_id)
+        """The job while it is pending or running."""
+        return self._held(job_id) or await self.rt.job_of(job_id)
+
+    async def _folder(self, job_id: str) -> tuple[Job | None, str | None]:
+        """The job this process holds (None: it holds another, or none) and the job's run
+        folder: known from an earlier look, else asked of Slurm (None once it forgot the job)."""
+        held = self._held(job_id)
+        if held is not None:
+            return held, held.folder
+        if job_id in self.rt.folders:
+            return None, self.rt.folders[job_id]
+        job = await self.rt.job_of(job_id)
+        return None, job.folder if job is not None and job.folder else None
 
     async def inspect(self, container_id: str) -> ContainerState:
         job_id, rank, attempt = self._parse(container_id)
-        held = self.rt.job if self.rt.job is not None and self.rt.job.id == job_id else None
-        folder = held.folder if held is not None else self.rt.folders.get(job_id)
+        held, folder = await self._folder(job_id)
         if folder is None:
-            job = await self.rt.job_of(job_id)
-            if job is None or not job.folder:
-                return ContainerState(container_id, "", "missing")
-            folder = job.folder
+            return ContainerState(container_id, "", "missing")
         out = await self.rt.script(STATE, self._files(folder, rank, attempt), job_id, SQUEUE,
                                    self.node.name)
         listed, _, rest = out.partition("\n@node\n")
@@ -747,15 +772,11 @@ class SlurmSteps:
         """The stopped container goes from its node (a step of its own in the job); the files
         stay with the run, marked removed."""
         job_id, rank, attempt = self._parse(container_id)
-        job = self.rt.job if self.rt.job is not None and self.rt.job.id == job_id else None
-        folder = job.folder if job is not None else self.rt.folders.get(job_id)
-        if folder is None:
-            found = await self.rt.job_of(job_id)
-            folder = found.folder if found is not None and found.folder else None
+        held, folder = await self._folder(job_id)
         if folder is None:
             return
         await self.rt.script(REMOVE, self._files(folder, rank, attempt),
-                             job_id if job is not None else "", self.node.name,
+                             job_id if held is not None else "", self.node.name,
                              f"unix://{self.node.docker.socket}", timeout=90)
 
     # -- Logs -------------------------------------------------------------------------------
@@ -766,8 +787,7 @@ class SlurmSteps:
         end; without ``follow``, read to its end. The cursor is the byte after the last whole
         line handed over."""
         job_id, rank, attempt = self._parse(container_id)
-        job = await self._job(job_id)
-        folder = job.folder if job is not None else self.rt.folders.get(job_id)
+        _held, folder = await self._folder(job_id)
         if folder is None:
             return
         base = self._files(folder, rank, attempt)
