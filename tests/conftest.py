@@ -13,6 +13,7 @@ RECIPES = ROOT / "recipes"
 SEED = RECIPES / "dsv41-flash-4x-mia" / "recipe.toml"
 DATA = Path(__file__).resolve().parent / "data"
 CLUSTER4 = DATA / "cluster-4.toml"
+CLUSTER_SLURM4 = DATA / "cluster-slurm-4.toml"  # the same four ranks as one Slurm allocation
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 

@@ -14,35 +14,9 @@ from sparktui.core.errors import ClusterError
 from sparktui.core.plan import build_plan
 from sparktui.core.recipe import load_recipe
 from sparktui.core.slurmjob import SlurmSettings, allocation_argv, parse_comment, step_argv
-from tests.conftest import SEED
+from tests.conftest import CLUSTER_SLURM4, SEED
 
-CLUSTER = """\
-name = "hpc"
-kind = "slurm"
-hf_cache = "/srv/hf"
-[ssh]
-user = "op"
-[slurm]
-login = "login1:2222"
-partition = "spark"
-account = "lab"
-time = "4:00:00"
-gpus_per_node = 1
-shared_dir = "/srv/sparktui/"
-[[nodes]]
-name = "gpu01"
-host = "10.0.0.1"
-fabric_ip = "192.168.200.1"
-[[nodes]]
-name = "gpu02"
-host = "10.0.0.2"
-[[nodes]]
-name = "gpu03"
-host = "10.0.0.3"
-[[nodes]]
-name = "gpu04"
-host = "10.0.0.4"
-"""
+CLUSTER = CLUSTER_SLURM4.read_text()
 
 
 def _problems(text: str) -> list[tuple[int | None, str | None, str]]:

@@ -11,7 +11,7 @@ from sparktui.core.engines.argv import DEMO_FLAGS, demo_entrypoint, is_option
 from sparktui.core.plan import build_plan
 from sparktui.core.recipe import load_recipe
 from sparktui.core.recipefiles import list_recipes
-from tests.conftest import CLUSTER4, RECIPES
+from tests.conftest import CLUSTER4, CLUSTER_SLURM4, RECIPES
 
 
 @dataclass(frozen=True)
@@ -42,10 +42,13 @@ def without_demo_flags(argv: list[str]) -> list[str]:
 
 
 def rank_lines() -> Iterator[RankLine]:
-    """Each shipped recipe on the 4-node test cluster and on the local cluster, each rank."""
+    """Each shipped recipe on the 4-node test cluster, on the local cluster and on 4 nodes of a
+    Slurm cluster, each rank."""
+    clusters = (("cluster-4", load_cluster(CLUSTER4)), ("local", local_cluster(4)),
+                ("slurm-4", load_cluster(CLUSTER_SLURM4)))
     for entry in list_recipes(RECIPES):
         recipe = load_recipe(entry.path)
-        for name, cluster in (("cluster-4", load_cluster(CLUSTER4)), ("local", local_cluster(4))):
+        for name, cluster in clusters:
             for rank in build_plan(recipe, cluster).ranks:
                 argv = list(rank.container.command)
                 if demo_entrypoint(recipe.spec.entrypoint):
