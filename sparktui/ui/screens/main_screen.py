@@ -358,7 +358,7 @@ class MainScreen(Screen[None]):
             case NodeTelemetry() as event:
                 self._node_sampled(event)
             case AllocationChanged() as event:
-                self.nodes_panel.border_subtitle = content(event.text) if event.text else None
+                self.nodes_panel.allocation = event.text
             case Notice() as event:
                 self._notice(event)
             case StagingProgress() as event:

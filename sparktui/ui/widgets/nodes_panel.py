@@ -103,5 +103,15 @@ class NodesPanel(Static):
         self.update(out, layout=rows != self._rows)
         self._rows = rows
         self.set_class(bool(self.warnings), "-warning")
+        self._subtitle()
+
+    allocation: var[str] = var("", init=False)
+    """The scheduler's allocation the ranks run in (Slurm: job, nodes, time left); "": none."""
+
+    def watch_allocation(self) -> None:
+        self._subtitle()
+
+    def _subtitle(self) -> None:
         # a warning quotes the recipe (a staging dst: "low disk on /srv/[@click=...]"): text
-        self.border_subtitle = content("⚠ " + self.warnings[0] if self.warnings else "m hide")
+        said = "⚠ " + self.warnings[0] if self.warnings else self.allocation
+        self.border_subtitle = content(f"{said} · m hide" if said else "m hide")
