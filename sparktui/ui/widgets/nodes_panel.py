@@ -113,5 +113,8 @@ class NodesPanel(Static):
 
     def _subtitle(self) -> None:
         # a warning quotes the recipe (a staging dst: "low disk on /srv/[@click=...]"): text
-        said = "⚠ " + self.warnings[0] if self.warnings else self.allocation
-        self.border_subtitle = content(f"{said} · m hide" if said else "m hide")
+        if self.warnings:
+            self.border_subtitle = content("⚠ " + self.warnings[0])
+        else:
+            self.border_subtitle = content(f"{self.allocation} · m hide" if self.allocation
+                                           else "m hide")
