@@ -15,7 +15,7 @@ from typing import Any, Literal
 from sparktui.backend.events import ChecksChanged, Event, Notice, RankChanged
 from sparktui.core.checks import BootChecks, CheckUpdate
 from sparktui.core.cluster import Node
-from sparktui.core.engines import engine
+from sparktui.core.engines import PEER_LOST_LINES, engine
 from sparktui.core.plan import Plan
 from sparktui.core.ranks import (
     BOOTING,
@@ -57,7 +57,17 @@ def ended_boots(events: Iterable[dict[str, Any]], world: int) -> set[int]:
     return ended
 
 
-SIMULTANEOUS_S = 1.0  # ends this close together are one fall; who printed nothing went first
+SIMULTANEOUS_S = 1.0
+"""Ends this close together are one fall: a rank that printed nothing fatal (killed, crashed)
+went before one that printed a fatal line."""
+PEER_LOST_S = 2.0
+"""A rank whose log says a peer went away (``PEER_LOST_LINES``) fell after a peer that ended
+this close to it without saying so: the times are the nodes' (a log line is stamped when its
+reader gets to it, an exit when it is reaped), and on a loaded machine they lag by that much."""
+
+SILENT, OWN, ECHO = 0, 1, 2
+"""What a failed rank's own log says of its end: nothing fatal, a fatal line of its own, or that
+a peer went away."""
 
 
 class Board:
@@ -75,6 +85,10 @@ class Board:
         self.ending: asyncio.TimerHandle | None = None  # every rank ready; a check's line awaited
         self.formed = False  # every rank was ready in this boot: losing one now loses the group
         self.fell_with: dict[int, int] = {}  # rank -> the rank named as the group's first failure
+        # a failed rank's own evidence: when it failed on its node (fatal line, exit) and why,
+        # whatever the fall of its group made its state say; the first failure is decided
+        # from these, so the order they are noticed in does not change who is named
+        self.own: dict[int, tuple[float, Cause]] = {}
         self.redactor = plan.redactor()  # a notice or detail may quote a secret (an engine error)
 
     def new_checks(self) -> None:
@@ -109,6 +123,11 @@ class Board:
         if not info.move(state, cause, when):
             return
         mark(f"rank {info.rank}: {state}")
+        if state != "failed":
+            self.own.pop(info.rank, None)
+            self.fell_with.pop(info.rank, None)
+        elif cause is not None and cause.code not in ("group_fell", "peer_restarted"):
+            self.own.setdefault(info.rank, (info.failed_at or time.time(), cause))
         if self.ending is not None and state != "ready":  # not every rank ready any more
             self.ending.cancel()
             self.ending = None
@@ -121,6 +140,8 @@ class Board:
         self.announce(info)
         if state in ("failed", "restarting") and self.formed:
             self.group_lost(info, "group_fell" if state == "failed" else "peer_restarted")
+        elif state == "failed" and info.rank in self.own:
+            self.name_first()
         if state == "failed" or all_settled(self.ranks):
             self.changed.set()
 
@@ -136,31 +157,72 @@ class Board:
                 self.set_state(info, "failed", Cause(why, rank=cause.rank), after)
 
     def failed_on_its_own(self, info: RankInfo, why: Cause, when: float | None) -> None:
-        """A rank the group's fall had already failed reports its own end (its container
-        exited). Ranks fall within moments of each other and are noticed in any order: this
-        one failed first when it ended before the rank named first, or within a moment of it
-        without a fatal line of its own while the rank named first printed one (a crashed or
-        killed rank says nothing; its peers then report the lost collective)."""
-        cause = self.fell_with.get(info.rank)
-        first = self.ranks[cause] if cause is not None else None
-        if first is None or when is None or first.failed_at is None or not (
-                when < first.failed_at or (
-                    when < first.failed_at + SIMULTANEOUS_S
-                    and self.checks.fatal(info.rank) is None
-                    and self.checks.fatal(first.rank) is not None)):
-            self.announce(info)  # its exit code is news; why it failed is not
+        """A rank already failed (its group's fall, or a fatal line of its own) reports its own
+        end (its container exited): evidence for who failed first."""
+        if info.rank not in self.own:
+            self.own[info.rank] = (when if when is not None else time.time(), why)
+        self.announce(info)  # its exit code is news
+        self.name_first()
+
+    def evidence(self, rank: int) -> int:
+        """``SILENT``, ``OWN`` or ``ECHO``: what the rank's log says of its end."""
+        if self.checks.shown(rank, PEER_LOST_LINES):
+            return ECHO
+        return SILENT if self.checks.fatal(rank) is None else OWN
+
+    def went_before(self, a: RankInfo, a_at: float, b: RankInfo, b_at: float) -> bool:
+        """Whether ``a`` (failed at ``a_at``) fell before ``b``: close together, the rank whose
+        log says less of its end (a killed rank says nothing; its peers report the lost
+        collective); else the earlier."""
+        ea, eb = self.evidence(a.rank), self.evidence(b.rank)
+        window = PEER_LOST_S if ECHO in (ea, eb) else SIMULTANEOUS_S
+        if ea != eb and abs(a_at - b_at) < window:
+            return ea < eb
+        return a_at < b_at
+
+    def first_failed(self) -> RankInfo | None:
+        """The rank that failed first, from every failed rank's own evidence (``own``): the same
+        answer whatever order the ends and lines were noticed in."""
+        own = sorted(((self.ranks[r], at) for r, (at, _) in self.own.items()
+                      if self.ranks[r].state == "failed"), key=lambda p: (p[1], p[0].rank))
+        if not own:
+            return None
+        first, first_at = own[0]
+        for info, at in own[1:]:
+            if self.went_before(info, at, first, first_at):
+                first, first_at = info, at
+        return first
+
+    def name_first(self) -> None:
+        """The first failure sorts first (``first_failures`` orders by ``failed_at``), and in a
+        formed group's fall every other rank is said to have fallen with it."""
+        if any(self.ranks[r].state != "failed" for r in self.fell_with.values()):
+            return  # the group fell because a rank was restarted alone: no rank failed first
+        first = self.first_failed()
+        failed = [r for r in self.ranks if r.state == "failed" and r.failed_at is not None]
+        if first is None or not failed:
             return
-        del self.fell_with[info.rank]
-        info.cause = why.masked(self.redactor.text)
-        info.failed_at = min(when, first.failed_at - 0.001)
-        self.fell_with[first.rank] = info.rank
-        first.cause = Cause("group_fell", rank=info.rank, before=first.cause)
-        for rank in self.fell_with:
-            self.fell_with[rank] = info.rank
-            if rank != first.rank:
-                self.ranks[rank].cause = Cause("group_fell", rank=info.rank)
+        named = min(failed, key=lambda r: (r.failed_at or 0.0, r.rank))
+        if named is first:
+            return
+        assert named.failed_at is not None
+        first.failed_at = min(self.own[first.rank][0], named.failed_at - 0.001)
+        cause = self.fell_with.pop(first.rank, None)
+        if cause is not None:  # the fall was pinned on another rank: on this one now
+            self.fell_with[cause] = first.rank
+            first.cause = self.own[first.rank][1].masked(self.redactor.text)
+            for rank in self.fell_with:
+                self.fell_with[rank] = first.rank
+                before = self.own[rank][1] if rank == cause and rank in self.own else None
+                self.ranks[rank].cause = Cause("group_fell", rank=first.rank, before=before)
         for changed in self.ranks:
             self.announce(changed)
+
+    def apply_failed_checks(self, info: RankInfo) -> None:
+        """A failed rank's lines came after its failure: what they say of its end may change
+        who is named first (a peer's loss reported, a fatal line of its own)."""
+        if info.state == "failed" and len(self.own) > 1:
+            self.name_first()
 
     def set_health(self, info: RankInfo, code: int | None) -> None:
         """A probe's answer; none counts for a rank that failed, stopped or lost its container
@@ -178,6 +240,9 @@ class Board:
         """After the rank's checks changed: a fatal line fails a booting rank; the ready line
         may make it ready."""
         fatal = self.checks.fatal(info.rank)
+        if info.state == "failed":
+            self.apply_failed_checks(info)
+            return
         if fatal is not None and info.state in BOOTING:
             when = ts_epoch((stamps or {}).get(fatal.line_no))
             self.set_state(info, "failed", Cause("fatal_line", line_no=fatal.line_no,

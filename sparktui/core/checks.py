@@ -15,7 +15,7 @@ it fails as "not reported" (passes under "warn"), and a dump that comes later st
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -253,6 +253,11 @@ class BootChecks:
                 else st.state
             out[state] += 1
         return out
+
+    def shown(self, rank: int, patterns: Collection[str]) -> bool:
+        """Whether a must-not-show line of one of these patterns appeared on ``rank``."""
+        return any(check.kind == "must_not_show" and check.pattern in patterns
+                   and self.status[(check.id, rank)].state == "failed" for check in self.checks)
 
     def fatal(self, rank: int) -> Match | None:
         for check in self.checks:

@@ -101,7 +101,7 @@ class Cause:
             case "held" | "unreachable":
                 return self.text or ""
             case _:
-                return self.reason if self.text is None else f"{self.reason}: {self.text}"
+                return f"{self.reason}: {self.text}" if self.text else self.reason
 
     def masked(self, mask: Callable[[str], str]) -> Cause:
         """The cause with ``mask`` applied to the node's words (a secret an engine printed)."""

@@ -60,7 +60,7 @@ def test_failed_rank_fails_the_wait(cli, tmp_path: Path) -> None:  # type: ignor
     try:
         up = cli("up", str(folder), "--wait")
         assert up.returncode == 1
-        assert "first failure: rank 1 (local1)" in up.stderr
+        assert "first failure: rank 1 (local1)" in up.stderr, up.stderr
         assert "Traceback (most recent call last)" in up.stderr
     finally:
         cli("down", str(folder))

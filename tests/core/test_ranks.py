@@ -209,7 +209,7 @@ def test_new_launch_forgets_the_last_run() -> None:
     (Cause("fatal_line", line_no=9, text="NCCL error: unhandled"), "line 9: NCCL error: unhandled",
      "line 9"),
     (Cause("exited", 1, text="a | b"), "exited with code 1: a | b", "exited with code 1"),
-    (Cause("exited", 1, text=""), "exited with code 1: ", "exited with code 1"),
+    (Cause("exited", 1, text=""), "exited with code 1", "exited with code 1"),
     (Cause("exited", 137), "exited with code 137", "exited with code 137"),
     (Cause("no_exit_code", text="x"), "exited (no exit code): x", "exited (no exit code)"),
     (Cause("not_running"), "not running (no exit code)", "not running (no exit code)"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparktui.core.engines.base import FATAL_LINES, Engine, Launch, Probe, ReadyFacts
+from sparktui.core.engines.base import FATAL_LINES, PEER_LOST_LINES, Engine, Launch, Probe, ReadyFacts
 from sparktui.core.engines.requestlog import PROBE_HINT, PROBE_REQUESTS
 from sparktui.core.engines.sglang import SGLang
 from sparktui.core.engines.vllm import VLLM
@@ -23,5 +23,5 @@ def is_probe_line(text: str) -> bool:
             and any(e.request_line(text) for e in ENGINES.values()))
 
 
-__all__ = ["ENGINES", "FATAL_LINES", "PROBE_HINT", "Engine", "Launch", "Probe", "ReadyFacts",
-           "engine", "is_probe_line"]
+__all__ = ["ENGINES", "FATAL_LINES", "PEER_LOST_LINES", "PROBE_HINT", "Engine", "Launch", "Probe",
+           "ReadyFacts", "engine", "is_probe_line"]

@@ -24,6 +24,14 @@ FATAL_LINES: tuple[str, ...] = (
 """Lines after which a rank will not come up, whatever the engine; checked unless
 ``[boot] engine_fatal = false``."""
 
+PEER_LOST_LINES: tuple[str, ...] = (
+    "Watchdog caught collective operation timeout",
+    "TCPStore ... Failed to recv",
+)
+"""Of those, the lines a rank prints when another rank of its group went away (torch's NCCL
+watchdog on the head, the lost TCPStore connection on a worker): it fell because a peer did, so
+a peer that ended about then without saying so went first."""
+
 
 @dataclass(frozen=True)
 class Probe:
