@@ -267,6 +267,20 @@ def _down(p: argparse.ArgumentParser) -> None:
 
 
 # -- the others ---------------------------------------------------------------------------------
+@verb("bundle", "one .tar.gz of a run to attach to an upstream issue: plan, events, logs, "
+                "checks, stall and canary history, stack dumps, node facts; secrets masked")
+def _bundle(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--run", metavar="ID", help="an earlier run of the recipe (default: its newest)")
+    p.add_argument("--output", "-o", type=Path, metavar="PATH",
+                   help="the archive, or a folder to put it in (default: "
+                        "./sparktui-bundle-<run id>.tar.gz)")
+    p.add_argument("--max-log-mb", type=float, default=50, metavar="N",
+                   help="at most the last N MB of each rank's log (default 50; what is cut is "
+                        "said in the bundle's README.txt)")
+    p.set_defaults(func=Verb("bundle", "cmd_bundle"))
+
+
 @verb("watch", "follow a running recipe and restart its group on failure ([restart] policy); "
                "containers outlive it")
 def _watch(p: argparse.ArgumentParser) -> None:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 SHELLS = ("bash", "zsh", "fish")
 HIDDEN = "__complete"
-PATH_OPTIONS = ("--cluster", "--recipes")  # complete file names after these
+PATH_OPTIONS = ("--cluster", "--recipes", "--output")  # complete file names after these
 VALUE_OPTIONS = ("--theme", "--rank", "--grep", "--since", "--max-tokens", "--sample",
-                 "--launch-order", "--from")  # take a value that is not completed
+                 "--launch-order", "--from", "--run", "--max-log-mb")  # take a value that is not completed
 
 
 def recipe_names(dirs: list[Path]) -> list[str]:
