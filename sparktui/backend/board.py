@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
-from sparktui.backend.events import ChecksChanged, Event, Notice, RankChanged
+from sparktui.backend.events import ChecksChanged, Event, Notice, RankChanged, StallChanged
 from sparktui.core.checks import BootChecks, CheckUpdate
 from sparktui.core.cluster import Node
 from sparktui.core.engines import PEER_LOST_LINES, engine
@@ -28,6 +28,7 @@ from sparktui.core.ranks import (
     ready_now,
 )
 from sparktui.core.runstore import Run, ts_epoch
+from sparktui.core.stall import Quiet, Stall, find_stall
 from sparktui.core.timing import mark
 
 SETTLE_S = 0.5
@@ -90,6 +91,7 @@ class Board:
         # from these, so the order they are noticed in does not change who is named
         self.own: dict[int, tuple[float, Cause]] = {}
         self.redactor = plan.redactor()  # a notice or detail may quote a secret (an engine error)
+        self.stall: Stall | None = None  # the booting rank that went quiet, while it is quiet
 
     def new_checks(self) -> None:
         self.checks = BootChecks.for_plan(self.plan)
@@ -223,6 +225,43 @@ class Board:
         who is named first (a peer's loss reported, a fatal line of its own)."""
         if info.state == "failed" and len(self.own) > 1:
             self.name_first()
+
+    # -- a stalled boot --------------------------------------------------------------------
+    def stalled(self, now: float | None = None) -> Stall | None:
+        """The stall among the booting ranks now (``core.stall``), without saying it."""
+        now = time.time() if now is None else now
+        booting = [i for i in self.ranks if i.state == "booting"]
+        if not booting or self.boot_started is None:
+            return None
+        began = now - (time.monotonic() - self.boot_started)  # this boot's start, as epoch
+        # a rank's last line is of this launch (a launch forgets it): none yet, the boot's start
+        quiet = [Quiet(i.rank, i.last_line_at, i.last_line) if i.last_line_at is not None
+                 else Quiet(i.rank, began, None) for i in booting]
+        return find_stall(quiet, now, self.plan.boot.stall_s)
+
+    def watch_stall(self, now: float | None = None) -> None:
+        """Asked on every tick of the boot watch: a booting rank silent for ``[boot] stall``
+        while the others printed, or every booting rank silent that long, is said once (a
+        notice, an event, a run event ``stall``) until it prints again (``stall-cleared``)."""
+        stall = self.stalled(now)
+        old = self.stall
+        if stall is not None and old is not None and (stall.rank, stall.every) == (old.rank, old.every):
+            self.stall = stall  # the same stall, longer: said already
+            return
+        self.stall = stall
+        if stall is None and old is None:
+            return
+        if stall is not None:
+            text = self.redactor.text(stall.sentence)
+            if self.run is not None:
+                self.run.event("stall", **stall.to_json())  # masked as every event is
+            self.emit(StallChanged(stall))
+            self.notice("warning", f"boot stalled: {text}")
+        else:
+            assert old is not None
+            if self.run is not None:
+                self.run.event("stall-cleared", rank=old.rank)
+            self.emit(StallChanged(None))
 
     def set_health(self, info: RankInfo, code: int | None) -> None:
         """A probe's answer; none counts for a rank that failed, stopped or lost its container

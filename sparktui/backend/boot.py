@@ -25,10 +25,16 @@ class BootWatch:
             await asyncio.sleep(TICK_S)
             if board.boot_started is None:
                 continue
+            board.watch_stall()
             if time.monotonic() - board.boot_started > budget:
+                stall = board.stall  # its rank failed first: when it went quiet
                 for info in board.ranks:
                     if info.state in BOOTING:
-                        board.set_state(info, "failed", Cause("boot_timeout", seconds=budget))
+                        stalled = stall is not None and info.rank == stall.rank
+                        board.set_state(info, "failed", Cause(
+                            "boot_timeout", seconds=budget,
+                            text=stall.sentence if stall is not None and stalled else None),
+                            info.last_line_at if stalled else None)
                         board.end_boot(info)
                 board.changed.set()
                 return

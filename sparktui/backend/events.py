@@ -13,6 +13,7 @@ from typing import Literal
 from sparktui.core.checks import BootChecks, CheckUpdate
 from sparktui.core.ranks import RankSnapshot
 from sparktui.core.runstore import Run
+from sparktui.core.stall import Stall
 from sparktui.core.telemetry import NodeSample
 
 
@@ -51,6 +52,14 @@ class ChecksChanged(Event):
 
     updates: list[CheckUpdate]
     checks: BootChecks
+
+
+@dataclass(frozen=True)
+class StallChanged(Event):
+    """A booting rank went quiet while the others printed (or every rank did), or printed
+    again (``stall`` None): a warning, the boot goes on to its timeout."""
+
+    stall: Stall | None
 
 
 @dataclass(frozen=True)

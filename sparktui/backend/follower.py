@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
 
 from sparktui.backend.board import Board, ended_boots
@@ -119,6 +120,10 @@ class LogFollower:
         if run is not board.run:
             return
         info.last_lines.extend(text for _, _, text in numbered[-LAST_LINES:])
+        for _, ts, text in reversed(numbered):  # the last that is not a request's (a probe's)
+            if not board.checks.request_line(text):
+                info.last_line_at, info.last_line = ts_epoch(ts) or time.time(), text
+                break
         seen = timing.enabled() and board.checks.ready_seen(info.rank)
         updates = board.checks.feed(info.rank, [(no, text) for no, _, text in numbered])
         if timing.enabled() and numbered:
@@ -154,6 +159,11 @@ class LogFollower:
             if restart is not None:
                 checks.reset(info.rank)
             info.last_lines.extend(text for _, text in batch[-LAST_LINES:])
+            last = (await asyncio.to_thread(run.log(info.rank).last,
+                                            lambda text: not checks.request_line(text))
+                    if batch else None)
+            if last is not None and info.last_line_at is None:
+                info.last_line_at, info.last_line = ts_epoch(last[0]), last[1]
             checks.feed(info.rank, batch)
             board.apply_checks(info)
         for rank in sorted(ended_boots(events, len(board.ranks)) | gone):

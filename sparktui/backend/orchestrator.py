@@ -69,6 +69,7 @@ from sparktui.core.ports import BusyPort, PortsInUse
 from sparktui.core.ranks import RUNNING, Cause, CauseCode, RankInfo, first_failures
 from sparktui.core.recipe import Recipe
 from sparktui.core.runstore import MARKER, Run, RunStore, ts_epoch, utc_now
+from sparktui.core.stall import Stall
 from sparktui.core.telemetry import DEFAULT_INTERVAL, LOW_MEMORY
 from sparktui.core.timing import mark
 
@@ -149,12 +150,19 @@ class Orchestrator:
         return first_failures(self.ranks)
 
     def status(self) -> list[dict[str, object]]:
+        now = time.time()
         return [{
             "rank": i.rank, "node": i.node.name, "state": i.state,
             "container_id": i.container_id, "exit_code": i.exit_code, "restarts": i.restarts,
             "checks": self.checks.rank_summary(i.rank), "health": i.health, "detail": i.detail,
             "cause": i.cause.code if i.cause is not None else None,
+            "silent_s": None if (quiet := i.silent_s(now)) is None else round(quiet, 1),
+            "last_line": i.last_line,
         } for i in self.ranks]
+
+    def stall(self) -> Stall | None:
+        """The booting rank that went quiet (``core.stall``), as the boot watch sees it now."""
+        return self.board.stalled()
 
     def _start_run(self, run: Run, fresh: bool) -> None:
         run.redactor = self.board.redactor  # events.jsonl never holds a secret value

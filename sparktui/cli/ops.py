@@ -250,6 +250,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         async with _opened(args, attach=True) as orch:
             await orch.refresh_health()  # without a live follower: ready from health and the log
             rows = orch.status()
+            stall = orch.stall()
             nodes = await orch.sample_nodes()
             allocation = await orch.allocation()
             if args.json:
@@ -260,6 +261,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                     "watchdog": watchdog_summary(orch.run, orch.recipe.spec.restart),
                     "owner": orch.owner, "held": [h.to_json() for h in orch.held],
                     "allocation": allocation,
+                    "stall": stall.to_json() if stall is not None else None,
                     "nodes": [{"node": t.node, "status": t.status, "detail": t.detail,
                                "warnings": t.warnings,
                                "sample": t.sample.to_json() if t.sample else None} for t in nodes],
@@ -269,6 +271,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                 f"{orch.recipe.title} · run {orch.run.id if orch.run else '-'}", rows))
             if allocation:
                 out.print(plain(("allocation", "bold"), f": {allocation}"))
+            if stall is not None:
+                out.print(plain(("boot stalled", "yellow"), f": {stall.sentence}"))
             for phrase in held_groups(orch.held):
                 out.print(plain(("not yours", "yellow"), f": {phrase}; --adopt takes them over"))
             if orch.run is not None:

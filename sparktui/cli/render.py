@@ -223,6 +223,16 @@ def _bare_table(title: str) -> Table:
                  pad_edge=False, collapse_padding=True)
 
 
+LAST_LINE_CHARS = 120  # status shows the start of each running rank's last line
+
+
+def quiet_text(silent: object) -> str:
+    """Seconds since a rank's last line, as the ranks table shows them (``-``: no line)."""
+    if not isinstance(silent, (int, float)):
+        return "-"
+    return format_duration(silent)
+
+
 def status_view(title: str, rows: Sequence[dict[str, object]]) -> Group:
     """``sparktui status``: a row per rank, as ``Orchestrator.status()`` lists them, then each
     rank's detail on a line of its own. Columns apart by a space, no borders (as ``docker ps``
@@ -246,6 +256,9 @@ def status_view(title: str, rows: Sequence[dict[str, object]]) -> Group:
                       plain(r["restarts"]))
         if r["detail"]:
             details.append(plain((f"r{r['rank']} ", "bold"), r["detail"]))
+        if r.get("last_line") and state in ("creating", "booting", "ready"):
+            details.append(plain((f"r{r['rank']} quiet {quiet_text(r.get('silent_s'))}, last line: ",
+                                  "dim"), (str(r["last_line"])[:LAST_LINE_CHARS], "dim")))
     return Group(table, *details)
 
 

@@ -23,6 +23,8 @@ from sparktui.core.redact import Redactor
 from sparktui.core.secrets import Conceal, SecretRules, keyed, masked
 from sparktui.core.units import parse_size
 
+STALL_S = 120.0  # [boot] stall's default
+
 LABEL_PREFIX = "sparktui."
 LABEL_RECIPE = "sparktui.recipe"
 LABEL_RANK = "sparktui.rank"
@@ -92,6 +94,7 @@ class BootPlan:
     must_not_show: list[str]
     args: str = "check"  # [boot] args: "check", "warn" or "ignore"
     args_expected: list[str] = field(default_factory=list)
+    stall_s: float = STALL_S  # [boot] stall
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -106,6 +109,8 @@ class BootPlan:
             out["args"] = self.args
         if self.args_expected:
             out["args_expected"] = self.args_expected
+        if self.stall_s != STALL_S:
+            out["stall_s"] = self.stall_s
         return out
 
 
@@ -233,6 +238,7 @@ def _boot(recipe: Recipe) -> BootPlan:
         ready=boot.ready or engine(recipe.spec.engine).ready_line,
         ready_ranks=[0],
         timeout_s=boot.timeout_s,
+        stall_s=boot.stall_s,
         must_show=must_show,
         must_not_show=fatal,
         args=boot.args,

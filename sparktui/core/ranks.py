@@ -181,11 +181,19 @@ class RankInfo:
     failed_at: float | None = None  # epoch; the first rank to fail is usually the cause
     probed: bool = False  # its HTTP was asked since this launch: health None = nothing answers
     ended: bool = False  # its process's end was seen (exit, container gone, never started)
+    # its last line of this launch that is not about a request served (probes write those):
+    # when its node stamped it (epoch), and its text
+    last_line_at: float | None = None
+    last_line: str | None = None
 
     @property
     def detail(self) -> str:
         """Why the rank is in its state, as a sentence (derived from ``cause``)."""
         return self.cause.sentence if self.cause is not None else ""
+
+    def silent_s(self, now: float) -> float | None:
+        """Seconds since its last line (None: none this launch)."""
+        return max(0.0, now - self.last_line_at) if self.last_line_at is not None else None
 
     @property
     def settled(self) -> bool:
@@ -210,6 +218,7 @@ class RankInfo:
             self.failed_at = None
         if state in LAUNCHING:
             self.removed = self.probed = self.ended = False
+            self.last_line_at = self.last_line = None
         return True
 
     def observe(self, container_id: str, running: bool, exit_code: int | None,

@@ -150,6 +150,8 @@ class Boot(StrictModel):
     """What proves a boot worked, and what proves it did not."""
 
     timeout: Duration = Field(default="20m", description="Boot budget per launch")
+    stall: Duration = Field(default="120s", description="A booting rank silent this long while "
+                            "the others print (or every rank silent) is named: a warning")
     ready: str | None = Field(default=None, description="Ready line on the head (engine default)")
     must_show: list[MustShow] = Field(default_factory=list)
     must_not_show: list[Pattern] = Field(default_factory=list)
@@ -166,6 +168,10 @@ class Boot(StrictModel):
     @property
     def timeout_s(self) -> float:
         return parse_duration(self.timeout)
+
+    @property
+    def stall_s(self) -> float:
+        return parse_duration(self.stall)
 
 
 class RestartPolicy(StrictModel):

@@ -19,7 +19,7 @@ import _thread
 import fcntl
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from sparktui.core.names import check_name, child, is_safe
@@ -117,6 +117,27 @@ class RankLog:
                     continue
                 ts, _, text = raw.rstrip("\n").partition("\t")
                 yield no, ts, text
+
+    def last(self, keep: Callable[[str], bool] = lambda text: True,
+             window: int = 1 << 20) -> tuple[str, str] | None:
+        """``(ts, text)`` of the file's last line that ``keep`` keeps, read from its end (a log
+        of hours is not read whole for it); None when none is in its last ``window`` bytes."""
+        try:
+            with self.path.open("rb") as f:
+                f.seek(0, 2)
+                size = f.tell()
+                f.seek(max(0, size - window))
+                tail = f.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return None
+        lines = tail.split("\n")
+        if size > window:
+            lines = lines[1:]  # the first may be the end of a longer line
+        for raw in reversed(lines):
+            ts, tab, text = raw.partition("\t")
+            if tab and keep(text):
+                return ts, text
+        return None
 
     def since_restart(self, restart: dict[str, Any] | None) -> list[tuple[int, str]]:
         """``[(line_no, text), ...]`` after the rank's last restart (``last_restarts``; all of

@@ -37,6 +37,7 @@ class Config(NamedTuple):
     engine: str = "sglang"  # "sglang" or "vllm": which engine's flags, log and HTTP it imitates
     headless: bool = False  # vLLM --headless: a worker that opens no port
     argv: tuple[str, ...] = ()  # the whole command line, for the dump of the arguments
+    hang_rank: int | None = None  # this rank goes silent after its NCCL line (--demo-hang-rank)
 
 
 _ENV = {
@@ -48,6 +49,7 @@ _ENV = {
     "tick": "SPARKTUI_DEMO_TICK",
     "rendezvous_timeout": "SPARKTUI_DEMO_RENDEZVOUS_TIMEOUT",
     "engine": "SPARKTUI_DEMO_ENGINE",
+    "hang_rank": "SPARKTUI_DEMO_HANG_RANK",
 }
 
 VLLM_MASTER_PORT = 29501  # vLLM's default --master-port
@@ -105,7 +107,7 @@ Every other --flag [value] (the rest of the engine's flags) is accepted and igno
 Each demo switch can also come from the environment (a flag wins):
   SPARKTUI_DEMO_BOOT_SECONDS, SPARKTUI_DEMO_FAIL_RANK, SPARKTUI_DEMO_FAIL_AFTER,
   SPARKTUI_DEMO_STALL=1, SPARKTUI_DEMO_FLOOD, SPARKTUI_DEMO_TICK, SPARKTUI_DEMO_RENDEZVOUS_TIMEOUT,
-  SPARKTUI_DEMO_ENGINE
+  SPARKTUI_DEMO_ENGINE, SPARKTUI_DEMO_HANG_RANK
 The dump of the arguments (SGLang's server_args=ServerArgs(...), vLLM's non-default args) can
 show flags that did not take effect: SPARKTUI_DEMO_CLAMP="field=value[@rank],..." prints the
 field with that value (on that rank only), SPARKTUI_DEMO_DROP="field[@rank],..." leaves it out.
@@ -150,6 +152,8 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--demo-fail-rank", metavar="R", default=None, help="rank R crashes mid-boot (exit 3)")
     demo.add_argument("--demo-fail-after", metavar="S", default=None, help="crash S seconds after ready")
     demo.add_argument("--demo-stall", action="store_true", default=None, help="never become ready")
+    demo.add_argument("--demo-hang-rank", metavar="R", default=None,
+                      help="rank R goes silent after its NCCL line, the others go on")
     demo.add_argument("--demo-flood", metavar="LPS", default=None, help="after ready, LPS log lines/s")
     demo.add_argument("--demo-tick", metavar="S", default=None, help="after ready, 'demo tick <n>' every S s")
     demo.add_argument("--demo-rendezvous-timeout", metavar="S", default=None, help="rendezvous budget (120)")
@@ -240,6 +244,7 @@ def parse_config(argv: Sequence[str] | None = None, env: dict[str, str] | None =
 
     fail_rank = num("fail_rank", None, integer=True)
     fail_after = num("fail_after", None)
+    hang_rank = num("hang_rank", None, integer=True)
     if fail_after is not None and fail_rank is None:
         fail_rank = 0
     model_path: str = model
@@ -263,4 +268,5 @@ def parse_config(argv: Sequence[str] | None = None, env: dict[str, str] | None =
         engine=mode,
         headless=headless,
         argv=tuple(sys.argv[1:] if argv is None else argv),
+        hang_rank=None if hang_rank is None else int(hang_rank),
     )

@@ -57,6 +57,9 @@ Demo switches (a flag wins over its environment variable; the variables let a re
 * ``--demo-fail-after S`` / ``SPARKTUI_DEMO_FAIL_AFTER``: the failing rank crashes S seconds after
   it became ready instead (rank 0 when ``--demo-fail-rank`` is not given).
 * ``--demo-stall`` / ``SPARKTUI_DEMO_STALL=1``: never becomes ready; logs a waiting line every 2 s.
+* ``--demo-hang-rank R`` / ``SPARKTUI_DEMO_HANG_RANK``: once the group formed every rank prints an
+  ``NCCL INFO ... Init COMPLETE`` line; rank R then prints nothing more (a rank stuck in its first
+  collective) until it is stopped, while the others go on loading.
 * ``--demo-flood LPS`` / ``SPARKTUI_DEMO_FLOOD``: after ready, LPS realistic log lines per second.
 * ``--demo-tick S`` / ``SPARKTUI_DEMO_TICK``: after ready, ``demo tick <n>`` every S seconds,
   n = 1, 2, 3, ...

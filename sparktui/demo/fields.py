@@ -122,7 +122,7 @@ def py_repr(value: Any) -> str:
 def demo_switches(cfg: Config) -> dict[str, Any]:
     return {"demo_boot_seconds": cfg.boot_seconds, "demo_fail_rank": cfg.fail_rank,
             "demo_fail_after": cfg.fail_after, "demo_stall": cfg.stall, "demo_flood": cfg.flood,
-            "demo_tick": cfg.tick}
+            "demo_tick": cfg.tick, "demo_hang_rank": cfg.hang_rank}
 
 
 def credentials(cfg: Config) -> dict[str, str]:

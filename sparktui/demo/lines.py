@@ -26,6 +26,9 @@ WORKER_READY_LINE = "Worker ready; serving /health on port {port}"
 VLLM_READY_LINE = "Application startup complete."
 VLLM_WORKER_READY_LINE = "DEMO headless worker ready: rank {rank} of {world} (--headless: no HTTP port)"
 RENDEZVOUS_OK_LINE = "DEMO rendezvous ok: world={world} rank={rank} peers={peers}"
+NCCL_INIT_LINE = ("NCCL INFO comm 0x7f3a5c00{rank:02d} rank {rank} nranks {world} cudaDev 0 nvmlDev 0 "
+                  "busId 1000 commId 0x9e2b41d6c3a07f15 - Init COMPLETE")
+"""Printed by every rank once the group formed, when ``--demo-hang-rank`` asks for a hang."""
 TICK_LINE = "demo tick {n}"
 SHUTDOWN_LINE = "Received {signame}, shutting down"
 

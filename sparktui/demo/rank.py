@@ -15,7 +15,7 @@ from .chat import Chat
 from .config import Config
 from .http import Server
 from .life import Life
-from .lines import ENGINE_NAME, EXIT_SIMULATED, EXIT_USAGE, EngineLines, fatal
+from .lines import ENGINE_NAME, EXIT_SIMULATED, EXIT_USAGE, NCCL_INIT_LINE, EngineLines, fatal
 from .log import Log, LogStyle
 from .rendezvous import Group
 from .traffic import flood, tick
@@ -119,6 +119,19 @@ class Rank:
                 self.life.fatal(self.engine.lines.crash(self.rank, False, why), EXIT_SIMULATED)
                 return False
         return True
+
+    def nccl_line(self) -> bool:
+        """``--demo-hang-rank``: every rank prints the NCCL line; that rank then goes silent
+        (as a rank stuck in its first collective does) until it is stopped. False: it hangs."""
+        cfg = self.cfg
+        if cfg.hang_rank is None:
+            return True
+        self.log(NCCL_INIT_LINE.format(rank=self.rank, world=cfg.nnodes))
+        if cfg.hang_rank != self.rank:
+            return True
+        while not self.life.exiting:
+            time.sleep(0.2)
+        return False
 
     def stall(self, started: float) -> None:
         """``--demo-stall``: never ready, a waiting line every 2 s."""

@@ -87,7 +87,7 @@ class SGLangRank:
         ])
         avail = 119.53 - 0.07 * rank.rank
         log(f"Load weight begin. avail mem={avail:.2f} GB")
-        if not rank.load_shards():
+        if not rank.nccl_line() or not rank.load_shards():
             return
         weights = 42.17
         left = avail - weights - 3.0

@@ -97,7 +97,7 @@ class VLLMRank:
             f"TP rank {rank.rank}, EP rank {rank.rank}",
             f"Starting to load model {cfg.model_path}...",
         ])
-        if not rank.load_shards():
+        if not rank.nccl_line() or not rank.load_shards():
             return
         load_s = cfg.boot_seconds * 0.8
         log.lines([

@@ -32,11 +32,13 @@ from sparktui.backend.events import (
     RankChanged,
     RunStarted,
     StagingProgress,
+    StallChanged,
 )
 from sparktui.catalog import RecipeInfo, default_slug, load_catalog
 from sparktui.config import cluster_plan
 from sparktui.core.controls import visible
 from sparktui.core.errors import SetupError, sentence
+from sparktui.core.runstore import ts_epoch
 from sparktui.ui.bridge import EventBridge
 from sparktui.ui.console_state import ConsoleState
 from sparktui.ui.formatting import bar
@@ -108,7 +110,7 @@ class MainScreen(Screen[None]):
                 yield RecipeList(id="recipes")
                 yield RecipePane(id="recipe")
             with Vertical(id="work"):
-                yield RankTable(self.options.clock, id="ranks")
+                yield RankTable(self.options.clock, self.options.wall_clock, id="ranks")
                 yield RankDetail(id="rank-detail")
                 yield StagingPanel(id="staging")
                 yield NodesPanel(id="nodes")
@@ -359,6 +361,8 @@ class MainScreen(Screen[None]):
                 self._node_sampled(event)
             case AllocationChanged() as event:
                 self.nodes_panel.allocation = event.text
+            case StallChanged() as event:
+                self.ranks_table.stalled = event.stall.ranks if event.stall is not None else ()
             case Notice() as event:
                 self._notice(event)
             case StagingProgress() as event:
@@ -369,12 +373,18 @@ class MainScreen(Screen[None]):
                 pass  # an event the console does not show
 
     def _run_started(self, event: RunStarted) -> None:
+        self.ranks_table.last_line_at.clear()
+        self.ranks_table.stalled = ()
         self._show_run(event.run)
 
     def _log_batch(self, event: LogBatch) -> None:
         if self.store.run_id is not None and event.run_id != self.store.run_id:
             return  # a follower of an earlier run still draining
         added = self.store.add(event.rank, event.lines)
+        if event.lines:
+            at = ts_epoch(event.lines[-1][1])
+            if at is not None:
+                self.ranks_table.last_line_at[event.rank] = at
         if added:
             self.logs.lines_added(added)
 
@@ -382,6 +392,8 @@ class MainScreen(Screen[None]):
         snap = event.rank
         if not 0 <= snap.rank < self.store.world:
             return
+        if snap.state == "creating":  # a new launch of the rank: its last line was the last's
+            self.ranks_table.last_line_at.pop(snap.rank, None)
         failure = self.state.rank_changed(snap)
         self.ranks_table.snapshots = self.state.snapshots(self.store.world)
         if failure is not None:

@@ -1,4 +1,5 @@
-"""One row per rank: node, state, staging, checks, health, restarts, uptime.
+"""One row per rank: node, state, staging, checks, health, restarts, uptime, quiet (the time
+since its last line: the rank that went silent first is the one stuck).
 
 The table observes what the screen hands it: the nodes, each rank's last ``RankSnapshot`` (None
 until the Orchestrator says anything of it: the state is ``-``), each rank's check counts and
@@ -9,6 +10,7 @@ colours come through ``COMPONENT_CLASSES``. The row under the cursor is the sele
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
@@ -39,7 +41,7 @@ COLUMNS = (
     Column("r", "r", 2), Column("node", "node", 0), Column("state", "state", 10),
     Column("staging", "staging", 11, compact=False), Column("checks", "checks", 8),
     Column("health", "health", 6), Column("restarts", "restarts", 8, compact=False),
-    Column("up", "uptime", 7, compact=False),
+    Column("up", "uptime", 7, compact=False), Column("quiet", "quiet", 6, compact=False),
 )
 COMPACT_EXTRA = (Column("restarts", "rs", 2),)  # the restart count still shows, briefly
 
@@ -71,14 +73,21 @@ class RankTable(CompactTable):
     """Each rank's node's staging progress, as text ("" before any)."""
     compact: var[bool] = var(False, init=False)
     """Narrow: fewer, shorter columns."""
+    stalled: var[tuple[int, ...]] = var((), init=False)
+    """The booting ranks silent for ``[boot] stall`` (the first first): their quiet warns."""
 
     @dataclass
     class Selected(Message):
         rank: int
 
-    def __init__(self, clock: Callable[[], float], *, id: str | None = None) -> None:
+    def __init__(self, clock: Callable[[], float], wall: Callable[[], float] = time.time, *,
+                 id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
         self.clock = clock
+        self.wall = wall  # the epoch clock the lines' stamps are read against
+        # each rank's last line (epoch of its stamp): written on every log batch, read by the
+        # once-a-second paint (a reactive would repaint the table on every batch of a flood)
+        self.last_line_at: dict[int, float] = {}
         self.values: dict[int, dict[str, Cell]] = {}  # what each cell shows
         self._ready = False  # mounting: the columns can be laid out
 
@@ -120,6 +129,9 @@ class RankTable(CompactTable):
         self._paint()
 
     def watch_staging(self) -> None:
+        self._paint()
+
+    def watch_stalled(self) -> None:
         self._paint()
 
     def notify_style_update(self) -> None:
@@ -168,7 +180,8 @@ class RankTable(CompactTable):
         staging = self.staging[rank] if rank < len(self.staging) else ""
         cells: dict[str, Cell] = {
             "r": str(rank), "node": Text(visible(self.nodes[rank])), "state": Text("-"),
-            "staging": staging or "-", "checks": "-", "health": "-", "restarts": "0", "up": "-"}
+            "staging": staging or "-", "checks": "-", "health": "-", "restarts": "0", "up": "-",
+            "quiet": "-"}
         if summary is not None:
             text, state = checks_text(summary)
             cells["checks"] = Text(text, ink(self, self._state(state)) if text != "-" else "")
@@ -181,6 +194,11 @@ class RankTable(CompactTable):
         cells["restarts"] = str(snap.restarts)
         if snap.started is not None and snap.state in LIVE:
             cells["up"] = uptime(self.clock() - snap.started)
+        at = self.last_line_at.get(rank)
+        if at is not None and snap.state in LIVE:
+            style = ink(self, self._state("booting")) if rank in self.stalled else ""
+            delta = self.wall() - at  # a node's clock a moment ahead is no line from the future
+            cells["quiet"] = Text(uptime(max(0.0, delta) if delta > -5 else None), style)
         return cells
 
     def select(self, rank: int) -> None:
