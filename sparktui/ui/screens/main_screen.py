@@ -336,7 +336,8 @@ class MainScreen(Screen[None]):
                                          f"{session.world} node{'s' if session.world != 1 else ''}")
             run = self.state.run_id
             state = f"{self.busy}…" if self.busy else (f"run {run}" if run else "not running")
-            canary = f"{self.canary.sentence(brief=True)} · " if self.canary is not None else ""
+            canary = (f"{self.canary.sentence(self.options.wall_clock(), brief=True)} · "
+                      if self.canary is not None else "")
             table.border_subtitle = content(f"{state} · {canary}↑↓ select · r restart")
         self.update_detail()
 
