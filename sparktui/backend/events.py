@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from sparktui.core.canary import CanaryRecord
 from sparktui.core.checks import BootChecks, CheckUpdate
 from sparktui.core.ranks import RankSnapshot
 from sparktui.core.runstore import Run
@@ -74,6 +75,14 @@ class AllocationChanged(Event):
     """The scheduler's allocation the ranks run in, as a sentence ("" once there is none)."""
 
     text: str
+
+
+@dataclass(frozen=True)
+class CanaryChanged(Event):
+    """The liveness canary's latest completion (``[liveness]``): ok with its latency, or failed
+    with why; the console shows its latency and age."""
+
+    record: CanaryRecord
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ class HealthProber:
         plan = self.board.plan
         port = plan.ranks[info.rank].port
         probes = engine(plan.engine).probes(info.rank)
-        if info.state == "ready":
+        if info.state in ("ready", "wedged"):
             probes = probes[:1]  # readiness is settled: one request says the engine still answers
         opener = self.openers[info.node.name]
         try:
@@ -92,7 +92,7 @@ class HealthProber:
         """A ready rank whose last answer was not 200 (a head made ready by its ready line while
         its last probe, from booting, said 503) is asked again at the booting rate: the code
         beside "ready" is what the engine says now, not a stale 503 for a whole interval."""
-        if info.state == "ready" and info.health == 200:
+        if info.state in ("ready", "wedged") and info.health == 200:
             return self.interval
         return SOON_S if time.monotonic() < self._soon_until else HEALTH_BOOTING_S
 
@@ -103,7 +103,7 @@ class HealthProber:
         self.board.probe_soon.clear()
         self._soon_until = time.monotonic() + SOON_WINDOW_S
         for info in self.board.ranks:
-            if info.state != "ready":
+            if info.state not in ("ready", "wedged"):
                 self._last.pop(info.rank, None)
 
     def due(self, now: float) -> list[RankInfo]:

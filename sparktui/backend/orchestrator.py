@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from sparktui.backend.board import Board
 from sparktui.backend.boot import BootWatch
+from sparktui.backend.canary import Canary
 from sparktui.backend.doctor import Finding, doctor
 from sparktui.backend.events import AllocationChanged, Event, NodeChanged, NodeTelemetry, RunStarted
 from sparktui.backend.follower import LogFollower
@@ -57,6 +58,7 @@ from sparktui.backend.runtimes.registry import runtime_for
 from sparktui.backend.smoke import SmokeResult, smoke
 from sparktui.backend.staging import Stager, StagingResult
 from sparktui.backend.telemetry import Sampler
+from sparktui.core.canary import CanaryState, canary_state
 from sparktui.core.checks import BootChecks, Check
 from sparktui.core.cluster import Cluster, Node
 from sparktui.core.dockerview import short_id
@@ -113,6 +115,11 @@ class Orchestrator:
             self.board, openers,
             interval=cluster.health_interval or health_interval or cluster.probe_interval)
         self.boot = BootWatch(self.board)
+        head = self.nodes[0].name
+        self.canary = Canary(self.board, plan.liveness, openers.get(head),
+                             rt.shown_host(head) if isinstance(rt, NodeProbe) else head
+                             ) if plan.liveness is not None else None
+        """The ``[liveness]`` canary (None without the table): sent while following."""
         self.following = False
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._closed = False
@@ -163,6 +170,16 @@ class Orchestrator:
     def stall(self) -> Stall | None:
         """The booting rank that went quiet (``core.stall``), as the boot watch sees it now."""
         return self.board.stalled()
+
+    def canary_state(self) -> CanaryState | None:
+        """The canary's last completion and whether the group is wedged: what this process sent,
+        else what the run's events say (a ``status`` beside a ``watch``); None without
+        ``[liveness]``."""
+        if self.plan.liveness is None:
+            return None
+        if self.canary is not None and self.canary.last is not None:
+            return CanaryState(self.canary.last, any(r.state == "wedged" for r in self.ranks))
+        return canary_state(self.run.events()) if self.run is not None else CanaryState(None, False)
 
     def _start_run(self, run: Run, fresh: bool) -> None:
         run.redactor = self.board.redactor  # events.jsonl never holds a secret value
@@ -519,6 +536,8 @@ class Orchestrator:
             "health": self.health.loop, "timeout": self.boot.timeout_loop}
         if isinstance(self.runtime, Scheduled):
             jobs["allocation"] = self._allocation_loop
+        if self.canary is not None:
+            jobs["canary"] = self.canary.loop
         for name, job in jobs.items():
             if name not in self._tasks or self._tasks[name].done():
                 self._tasks[name] = asyncio.create_task(job(), name=name)
@@ -708,6 +727,8 @@ class Orchestrator:
         """Stop following; containers keep running."""
         self._closed = True
         self.follower.closed = self.health.closed = self.boot.closed = True
+        if self.canary is not None:
+            self.canary.closed = True
         self.scanners.cool()
         if self._sampler is not None:
             await self._sampler.stop()

@@ -1,5 +1,6 @@
 """The restart watchdog: while a console or ``sparktui watch`` follows a run, a group that had
-been ready and then loses a rank, or whose smoke request fails twice in a row, is restarted
+been ready and then loses a rank, is marked wedged by the liveness canary (``[liveness]``,
+``backend/canary``), or whose smoke request fails twice in a row, is restarted
 whole (same run), at most ``max`` times per ``window`` (the recipe's ``[restart]``).
 
 The budget is counted from the run's events.jsonl, so a watchdog started again later (another
@@ -90,6 +91,9 @@ class Watchdog:
         if snap.state == "failed" and self.armed:
             self.armed = False
             self._trigger(None)
+        elif snap.state == "wedged" and self.armed:  # the canary's verdict holds for the group
+            self.armed = False
+            self._trigger(f"the group is wedged: {snap.detail}")
 
     def _trigger(self, reason: str | None) -> None:
         """``reason`` None: a rank failed; which one failed first is known after the group has

@@ -253,12 +253,14 @@ def cmd_status(args: argparse.Namespace) -> int:
             stall = orch.stall()
             nodes = await orch.sample_nodes()
             allocation = await orch.allocation()
+            canary = orch.canary_state()
             if args.json:
                 print(json.dumps({
                     "recipe": orch.recipe.slug, "run": orch.run.id if orch.run else None,
                     "plan_hash": orch.plan.plan_hash, "ranks": rows,
                     "checks": render.checks_json(orch.checks),
                     "watchdog": watchdog_summary(orch.run, orch.recipe.spec.restart),
+                    "canary": canary.to_json() if canary is not None else None,
                     "owner": orch.owner, "held": [h.to_json() for h in orch.held],
                     "allocation": allocation,
                     "stall": stall.to_json() if stall is not None else None,
@@ -283,6 +285,9 @@ def cmd_status(args: argparse.Namespace) -> int:
                     out.print(line)
             for line in render.node_lines(nodes):
                 out.print(line)
+            said = canary.sentence() if canary is not None else None
+            if said:
+                out.print(plain((said, "bold magenta" if canary and canary.wedged else "")))
             dog = watchdog_summary(orch.run, orch.recipe.spec.restart)
             if dog:
                 out.print(plain(dog))

@@ -41,6 +41,8 @@ def _state_style(state: RankState) -> str:
             return "green"
         case "failed":
             return "bold red"
+        case "wedged":
+            return "bold magenta"
         case "booting" | "creating":
             return "yellow"
         case "stopped" | "pending":

@@ -115,6 +115,18 @@ class BootPlan:
 
 
 @dataclass(frozen=True)
+class LivenessPlan:
+    """The recipe's ``[liveness]`` canary, resolved: what the backend's canary loop sends."""
+
+    every_s: float
+    timeout_s: float
+    max_tokens: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Plan:
     recipe_name: str
     recipe_slug: str
@@ -133,6 +145,8 @@ class Plan:
     runner: tuple[tuple[str, str], ...] = ()
     """How the cluster's kind runs the plan, as ``(title, text)`` for the plan views (Slurm:
     the job script, each rank's step); derived from the rest, so not hashed."""
+    liveness: LivenessPlan | None = None
+    """The canary after ready; what is asked of a running group, not what runs: not hashed."""
 
     @property
     def world(self) -> int:
@@ -155,6 +169,7 @@ class Plan:
             "staging": [s.to_json() for s in self.staging],
             "boot": self.boot.to_json(),
             **({"runner": [{"title": t, "text": x} for t, x in self.runner]} if self.runner else {}),
+            **({"liveness": self.liveness.to_json()} if self.liveness is not None else {}),
         }
 
 
@@ -307,6 +322,8 @@ def build_plan(recipe: Recipe, cluster: Cluster, secret_key: bytes | None = None
         cluster_name=cluster.name, cluster_kind=cluster.kind,
         ranks=ranks, staging=staging, boot=_boot(recipe),
         distributed_backend=spec.distributed_backend,
+        liveness=LivenessPlan(spec.liveness.every_s, spec.liveness.timeout_s,
+                              spec.liveness.max_tokens) if spec.liveness is not None else None,
     )
     digest = plan_hash(plan.to_json(conceal=keyed(secret_key) if secret_key else masked))
     for r in ranks:  # after the hash: who starts a plan does not change what it runs

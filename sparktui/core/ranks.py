@@ -34,7 +34,7 @@ LAST_LINES = 20
 CauseCode = Literal["boot_timeout", "fatal_line", "exited", "no_exit_code", "not_running",
                     "removed_outside", "group_fell", "peer_restarted", "could_not_start",
                     "image_missing", "staging", "stopped_exit", "removed_by_down", "held",
-                    "unreachable", "queued", "lost"]
+                    "unreachable", "queued", "lost", "canary"]
 """Why a rank is in its state, as a code: what the board sets and the console and CLI read.
 The sentence shown (``Cause.sentence``) and its short form (``Cause.reason``) derive from it."""
 
@@ -49,7 +49,7 @@ class Cause:
     exit_code: int | None = None
     rank: int | None = None  # the rank the group fell with (or that was restarted alone)
     line_no: int | None = None
-    seconds: float | None = None
+    seconds: float | None = None  # boot_timeout: the budget
     text: str | None = None  # the node's words: an error, a fatal line, the last lines
     before: Cause | None = None  # group_fell: the cause this rank had before it was named first
 
@@ -88,6 +88,8 @@ class Cause:
                 return "waiting for the scheduler"
             case "lost":
                 return "its place was lost"
+            case "canary":
+                return "the canary completion failed twice in a row"
             case _:
                 assert_never(self.code)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal, NoReturn, TypeVar, get_args
 
-RankState = Literal["pending", "staging", "queued", "creating", "booting", "ready", "failed",
-                    "stopped", "restarting"]
+RankState = Literal["pending", "staging", "queued", "creating", "booting", "ready", "wedged",
+                    "failed", "stopped", "restarting"]
 STATES: tuple[RankState, ...] = get_args(RankState)
 
 _X = TypeVar("_X")
@@ -37,7 +37,7 @@ SETTLED: frozenset[RankState] = frozenset({"ready", "failed", "stopped"})
 BOOTING: frozenset[RankState] = frozenset({"creating", "booting"})
 """States in which a fatal line or the boot budget fails the rank."""
 
-RUNNING: frozenset[RankState] = frozenset({"booting", "ready"})
+RUNNING: frozenset[RankState] = frozenset({"booting", "ready", "wedged"})
 """States in which a rank's engine runs: it may answer its health probe, and a group that had
 formed falls with one of them. In any other state (failed, stopped, restarting, not launched
 yet) a rank shows no health code: an old one would claim an engine that is gone."""
@@ -63,7 +63,9 @@ def _moves(state: RankState) -> frozenset[RankState]:
         case "booting":
             return frozenset({"ready", "failed", "stopped", "restarting"})
         case "ready":
-            return frozenset({"failed", "stopped", "restarting"})
+            return frozenset({"wedged", "failed", "stopped", "restarting"})
+        case "wedged":  # ready, but the canary completion failed twice in a row: not serving
+            return frozenset({"ready", "failed", "stopped", "restarting"})
         case "failed":
             return _RELAUNCH | {"stopped"}
         case "stopped":

@@ -195,6 +195,24 @@ class RestartPolicy(StrictModel):
         return parse_duration(self.smoke_every) if self.smoke_every else None
 
 
+class Liveness(StrictModel):
+    """The canary: once every rank is ready, a real completion of ``max_tokens`` through the
+    head this often (``/health`` answers while a TP peer is wedged); two failures in a row
+    mark the group wedged."""
+
+    every: Duration = Field(default="60s", description="How often the canary completion is sent")
+    timeout: Duration = Field(default="30s", description="How long one canary may take")
+    max_tokens: int = Field(default=1, ge=1, le=1024, description="Tokens the canary asks for")
+
+    @property
+    def every_s(self) -> float:
+        return parse_duration(self.every)
+
+    @property
+    def timeout_s(self) -> float:
+        return parse_duration(self.timeout)
+
+
 class RecipeSpec(StrictModel):
     """The recipe file's schema."""
 
@@ -225,6 +243,8 @@ class RecipeSpec(StrictModel):
     staging: list[StagingJob] = Field(default_factory=list)
     boot: Boot = Field(default_factory=Boot)
     restart: RestartPolicy = Field(default_factory=RestartPolicy)
+    liveness: Liveness | None = Field(
+        default=None, description="A canary completion after ready (off when the table is absent)")
 
     @property
     def api_port(self) -> int:

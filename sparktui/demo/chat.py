@@ -1,11 +1,14 @@
-"""The OpenAI-style API's answers: the model card, SGLang's model info and chat completions
-(streamed or not) of a canned text at about fifty tokens a second."""
+"""The OpenAI-style API's answers: the model card, SGLang's model info, chat completions
+(streamed or not) and plain completions (``/v1/completions``; SGLang's native ``/generate``) of
+a canned text at about fifty tokens a second. Each completion is first a step of the whole group
+(``rendezvous.Group.step``): a worker that does not answer makes it hang."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 from .config import Config
@@ -50,24 +53,49 @@ class ChatRequest(NamedTuple):
     prompt_tokens: int
 
 
-def parse_request(raw: bytes) -> ChatRequest:
-    """A chat completion request's body, or ``BadRequest`` with the reason."""
+def _object(raw: bytes) -> dict[str, Any]:
     try:
         body = json.loads(raw or b"null")
     except ValueError as exc:
         raise BadRequest(f"request body is not JSON: {exc}") from None
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object")
+    return body
+
+
+def _max_tokens(value: Any, name: str = "max_tokens") -> int:
+    value = DEFAULT_MAX_TOKENS if value is None else value
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BadRequest(f"'{name}' must be a positive integer")
+    return value
+
+
+def parse_completion(raw: bytes, native: bool) -> ChatRequest:
+    """A plain completion's body (``/v1/completions``: ``prompt``, ``max_tokens``; ``native``,
+    SGLang's ``/generate``: ``text``, ``sampling_params.max_new_tokens``), never streamed."""
+    body = _object(raw)
+    if native:
+        params = body.get("sampling_params") or {}
+        if not isinstance(params, dict):
+            raise BadRequest("'sampling_params' must be an object")
+        prompt, tokens = body.get("text"), _max_tokens(params.get("max_new_tokens"), "max_new_tokens")
+    else:
+        prompt, tokens = body.get("prompt"), _max_tokens(body.get("max_tokens"))
+    if not isinstance(prompt, str):
+        raise BadRequest(f"'{'text' if native else 'prompt'}' must be a string")
+    return ChatRequest(stream=False, max_tokens=tokens, prompt_tokens=1 + len(prompt.split()))
+
+
+def parse_request(raw: bytes) -> ChatRequest:
+    """A chat completion request's body, or ``BadRequest`` with the reason."""
+    body = _object(raw)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("'messages' must be a non-empty list")
     max_tokens = body.get("max_tokens")
     if max_tokens is None:
         max_tokens = body.get("max_completion_tokens")
-    if max_tokens is None:
-        max_tokens = DEFAULT_MAX_TOKENS
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise BadRequest("'max_tokens' must be a positive integer")
+    max_tokens = _max_tokens(max_tokens)
     prompt = 0
     for message in messages:
         content = message.get("content", "") if isinstance(message, dict) else message
@@ -79,9 +107,11 @@ def parse_request(raw: bytes) -> ChatRequest:
 class Chat:
     """What rank 0's API answers; counts the requests it serves (their ids, the batch lines)."""
 
-    def __init__(self, cfg: Config, log: Log) -> None:
+    def __init__(self, cfg: Config, log: Log, step: Callable[[], bool] = lambda: True) -> None:
+        """``step``: one step of the whole group before each completion (False: the rank exits)."""
         self.cfg = cfg
         self.log = log
+        self.step = step
         self.created = int(time.time())
         self._req_lock = threading.Lock()
         self._req_count = 0
@@ -108,12 +138,14 @@ class Chat:
             "tp_size": self.cfg.nnodes,
         }
 
-    def serve(self, handler: Handler, request: ChatRequest) -> None:
+    def serve(self, handler: Handler, request: ChatRequest, kind: str = "chat") -> None:
+        """Answer ``request``: ``kind`` "chat" (``/v1/chat/completions``), "completion"
+        (``/v1/completions``) or "generate" (SGLang's ``/generate``)."""
         with self._req_lock:
             self._req_count += 1
             self._running += 1
             number, running = self._req_count, self._running
-        rid = f"chatcmpl-demo-{self.created:x}-{number}"
+        rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-demo-{self.created:x}-{number}"
         self.log(f"Prefill batch. #new-seq: 1, #new-token: {request.prompt_tokens}, #cached-token: 0, "
                  f"token usage: 0.00, #running-req: {running - 1}, #queue-req: 0")
         all_tokens = demo_tokens()
@@ -127,8 +159,14 @@ class Chat:
         base = {"id": rid, "created": int(time.time()), "model": self.cfg.served_model_name}
         started = time.monotonic()
         try:
+            if not self.step():
+                handler.close_connection = True
+                return
             if request.stream:
                 self._stream(handler, base, tokens, finish, usage)
+            elif kind != "chat":
+                time.sleep(len(tokens) / TOKENS_PER_SECOND)
+                handler.send_json(200, self._completion(kind, base, "".join(tokens), finish, usage))
             else:
                 time.sleep(len(tokens) / TOKENS_PER_SECOND)
                 handler.send_json(200, {
@@ -153,6 +191,17 @@ class Chat:
         finally:
             with self._req_lock:
                 self._running -= 1
+
+    @staticmethod
+    def _completion(kind: str, base: dict[str, Any], text: str, finish: str,
+                    usage: dict[str, int]) -> dict[str, Any]:
+        if kind == "generate":  # SGLang's native answer
+            return {"text": text, "meta_info": {
+                "id": base["id"], "finish_reason": {"type": finish},
+                "prompt_tokens": usage["prompt_tokens"],
+                "completion_tokens": usage["completion_tokens"]}}
+        return {**base, "object": "text_completion", "choices": [{
+            "index": 0, "text": text, "logprobs": None, "finish_reason": finish}], "usage": usage}
 
     @staticmethod
     def _stream(handler: Handler, base: dict[str, Any], tokens: list[str], finish: str,

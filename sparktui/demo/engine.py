@@ -31,8 +31,11 @@ What it does, like an SGLang rank:
 * A boot sequence (banner, server args, torch distributed init, weight shards, KV cache, cuda
   graphs) spread over ``--demo-boot-seconds``, with the lines a recipe's boot checks look for.
 * HTTP on ``--host``/``--port``: ``GET /health`` on every rank (503 while booting, 200 when
-  ready); on rank 0 also ``GET /v1/models``, ``GET /get_model_info`` and
-  ``POST /v1/chat/completions`` (OpenAI format, streaming or not) with canned demo text.
+  ready); on rank 0 also ``GET /v1/models``, ``GET /get_model_info``,
+  ``POST /v1/chat/completions`` (OpenAI format, streaming or not), ``POST /v1/completions`` and
+  SGLang's native ``POST /generate`` with canned demo text. Every completion is a step of the
+  whole group first (rank 0 asks every worker over the rendezvous connection): a worker stopped
+  by SIGSTOP makes the head's completions hang while its ``/health`` answers 200, as SGLang's.
 
 What changes as vLLM:
 
@@ -41,7 +44,8 @@ What changes as vLLM:
   worker, then starts its API server and prints ``Application startup complete.``
 * Rendezvous at ``--master-addr``/``--master-port`` (defaults 127.0.0.1 and 29501, as vLLM's).
 * Rank 0 binds its port at start but serves only from ``Application startup complete.`` on (as
-  vLLM's API server does): ``/health``, ``/v1/models``, ``/v1/chat/completions``. ``--headless``
+  vLLM's API server does): ``/health``, ``/v1/models``, ``/v1/chat/completions``,
+  ``/v1/completions`` (no ``/generate``). ``--headless``
   workers open no port at all, and ranks > 0 must be ``--headless`` (exit 2 otherwise).
 * SIGTERM/SIGINT: logs ``Received sigterm, shutting down`` (``sigint``) and exits 0 at once.
 
@@ -84,7 +88,8 @@ Exit codes:
 * 4: the TP group fell apart: another rank died or left after the group formed.
 
 Rendezvous protocol (text lines over the TCP connection): worker ``hello <rank> <nnodes>``; head
-``go <peers>`` or ``error <reason>``; worker ``ready`` when booted; either side ``bye`` when it
+``go <peers>`` or ``error <reason>``; worker ``ready`` when booted; head ``step <n>`` before each
+completion, worker ``done <n>`` (the head waits for every worker's); either side ``bye`` when it
 shuts down on a signal (the peer then waits 1 s for its own signal before falling apart, so that
 stopping every rank at once exits 0 everywhere).
 """

@@ -1,5 +1,6 @@
 """HTTP on ``--host``/``--port``: ``/health`` on every rank that serves (503 while booting, 200
-when ready), and on rank 0 ``/v1/models``, ``/get_model_info`` and ``/v1/chat/completions``.
+when ready), and on rank 0 ``/v1/models``, ``/get_model_info``, ``/v1/chat/completions``,
+``/v1/completions`` and, as SGLang, ``/generate``.
 Its lines are the engines' uvicorn lines (the access line after the engine's server prefix)."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
-from .chat import BadRequest, Chat, parse_request
+from .chat import BadRequest, Chat, ChatRequest, parse_completion, parse_request
 from .config import Config
 from .lines import ENGINE_NAME
 from .log import Log
@@ -28,6 +29,8 @@ class Rank(Protocol):
     ready: threading.Event
 
 SERVER_VERSION = "sparktui-demo-engine/0.1"
+POST_ROUTES = {"/v1/chat/completions": "chat", "/v1/completions": "completion", "/generate": "generate"}
+"""What rank 0 answers a POST on (``/generate``: the SGLang personality only)."""
 
 
 class Server(ThreadingHTTPServer):
@@ -147,14 +150,16 @@ class Handler(BaseHTTPRequestHandler):
             self._error(400, "bad Content-Length", "BadRequestError")
             return
         raw = self.rfile.read(length) if length else b""
-        if path != "/v1/chat/completions":
+        kind = POST_ROUTES.get(path)
+        if kind is None or (kind == "generate" and self.rank.cfg.engine != "sglang"):
             self._error(404, f"{ENGINE_NAME}: no route for POST {path}", "NotFoundError")
             return
         if not self._api_available():
             return
         try:
-            request = parse_request(raw)
+            request: ChatRequest = (parse_request(raw) if kind == "chat"
+                                    else parse_completion(raw, native=kind == "generate"))
         except BadRequest as exc:
             self._error(400, str(exc), "BadRequestError")
             return
-        self.rank.chat.serve(self, request)
+        self.rank.chat.serve(self, request, kind)

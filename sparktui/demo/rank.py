@@ -54,7 +54,7 @@ class Rank:
         self.log = log if log is not None else Log(engine.log_style(cfg.node_rank))
         self.life = Life(self.log)
         self.group = Group(cfg, self.log, self.life)
-        self.chat = Chat(cfg, self.log)
+        self.chat = Chat(cfg, self.log, self.group.step)
         self.ready = threading.Event()
         self._http: Server | None = None
 

@@ -7,6 +7,11 @@ says ``hello <rank> <nnodes>``; rank 0 answers ``go <peers>`` once all are in, o
 ``bye`` when it stops on a signal (the peer then waits 1 s for its own signal before falling
 apart, so that stopping every rank at once exits 0 everywhere), and a rank that dies or leaves
 makes the others exit with code 4, as a TP group falling apart does.
+
+Every completion is a step of the whole group, as a TP forward pass is: rank 0 sends
+``step <n>`` to every worker and waits until each answered ``done <n>``. A worker that does not
+answer (stopped by SIGSTOP, wedged) makes rank 0's completions hang while its ``/health`` still
+answers 200, as SGLang's does.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from .log import Log
 CONNECT_RETRY = 0.2
 HELLO_TIMEOUT = 10.0
 BYE_GRACE = 1.0
+STEP_POLL = 0.5  # a step waiting for a worker looks this often whether the rank is exiting
 
 
 class _Conn:
@@ -68,6 +74,7 @@ class _Peer:
         self.addr = addr
         self.ready = False
         self.bye = False
+        self.done = 0  # head: the last step this worker answered
 
 
 def _listen_address(dist_host: str, family: int) -> str:
@@ -90,6 +97,8 @@ class Group:
         self._workers: dict[int, _Peer] = {}  # head: rank -> peer
         self._formed = False
         self._head: _Peer | None = None  # worker: the connection to rank 0
+        self._steps = 0  # head: steps sent to the workers
+        self._step_lock = threading.Lock()  # head: steps reach every worker in their order
 
     def form(self) -> str | None:
         """Form the group; the peers text, or None when this rank is exiting."""
@@ -208,6 +217,10 @@ class Group:
                 log(f"DEMO rank {rank} reports ready")
             elif line == "bye":
                 peer.bye = True
+            elif line.startswith("done ") and line[5:].isdigit():
+                with self._cond:
+                    peer.done = max(peer.done, int(line[5:]))
+                    self._cond.notify_all()
         with self._cond:
             formed = self._formed
             if not formed and self._workers.get(rank) is peer:
@@ -283,6 +296,9 @@ class Group:
                 break
             if line == "bye":
                 peer.bye = True
+            elif line.startswith("step ") and line[5:].isdigit():
+                with contextlib.suppress(OSError):  # a lost head is seen by the next read
+                    peer.conn.send_line(f"done {line[5:]}")
         peer.conn.close()
         self._peer_lost(0, peer.bye)
 
@@ -306,6 +322,25 @@ class Group:
                 while not all(peer.ready for peer in self._workers.values()):
                     self._cond.wait()
             log(f"DEMO all {cfg.nnodes} ranks ready")
+
+    def step(self) -> bool:
+        """Rank 0: one step of the whole group (``step <n>``, each worker's ``done <n>``); it
+        waits as long as a worker does not answer. False when this rank is exiting meanwhile."""
+        if self.rank != 0 or self.cfg.nnodes == 1:
+            return True
+        with self._step_lock:
+            self._steps += 1
+            n = self._steps
+            workers = list(self._workers.values())
+            for peer in workers:
+                with contextlib.suppress(OSError):  # its reader thread reports a lost peer
+                    peer.conn.send_line(f"step {n}")
+        with self._cond:
+            while not all(peer.done >= n for peer in workers):
+                if self.life.exiting:
+                    return False
+                self._cond.wait(STEP_POLL)
+        return True
 
     def report_ready(self) -> None:
         """A worker tells rank 0 it booted."""

@@ -33,7 +33,7 @@ def _state_color(state: RankState) -> str:
     match state:
         case "ready":
             return "$success"
-        case "failed":
+        case "failed" | "wedged":
             return "$error"
         case "booting" | "creating":
             return "$warning"
@@ -51,7 +51,7 @@ def _state_color(state: RankState) -> str:
 
 STATE_COLOR: dict[RankState, str] = by_state(_state_color)
 """The colour of each rank state (ready and failed also bold); total, as mypy proves."""
-STATE_BOLD: frozenset[RankState] = frozenset({"failed", "ready"})
+STATE_BOLD: frozenset[RankState] = frozenset({"failed", "ready", "wedged"})
 
 
 def state_classes(prefix: str) -> set[str]:

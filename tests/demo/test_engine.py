@@ -569,3 +569,43 @@ def test_the_api_key_and_hf_token_are_printed_as_the_engines_print_their_argumen
                  "--api-key=sk-demo-key-2", env=env)
     line = vllm.wait_for("non-default args: ")
     assert "'api_key': ['sk-demo-key-2'], 'hf_token': 'hf_demo_token_1'}" in line
+
+
+def test_a_stopped_worker_hangs_the_heads_completions_while_health_answers(
+        spawn: Callable[..., Rank]) -> None:
+    """Every completion is a step of the whole group (``step <n>`` / ``done <n>``), as a TP
+    forward pass is: SIGSTOP on a worker leaves /health 200 and hangs the head's completions
+    (the liveness canary's case); SIGCONT lets them through."""
+    dist, p0, p1 = free_port(""), free_port(), free_port()
+    fast = ("--demo-boot-seconds", "0")
+    worker = spawn(*rank_args(1, 2, dist, p1, *fast))
+    head = spawn(*rank_args(0, 2, dist, p0, *fast))
+    head.wait_for(lines.READY_LINE)
+    generate = {"text": "Say OK.", "sampling_params": {"max_new_tokens": 1, "temperature": 0}}
+    status, raw = request("POST", p0, "/generate", generate)
+    assert status == 200 and json.loads(raw)["text"] == "This"
+    status, raw = request("POST", p0, "/v1/completions", {"model": "m", "prompt": "Say OK.", "max_tokens": 2})
+    assert status == 200 and json.loads(raw)["choices"][0]["text"] == "This is"
+    os.kill(worker.proc.pid, signal.SIGSTOP)
+    try:
+        assert get_json(p0, "/health") == (200, {"status": "ok"})
+        for path, body in (("/generate", generate),
+                           ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                                                     "max_tokens": 1})):
+            with pytest.raises(TimeoutError):
+                request("POST", p0, path, body, timeout=1.0)
+    finally:
+        os.kill(worker.proc.pid, signal.SIGCONT)
+    status, raw = request("POST", p0, "/generate", generate, timeout=5.0)
+    assert status == 200 and json.loads(raw)["text"] == "This"
+    assert head.proc.poll() is None and worker.proc.poll() is None
+
+
+def test_generate_is_sglangs_only(spawn: Callable[..., Rank]) -> None:
+    master, p0 = free_port(""), free_port()
+    head = spawn(*vllm_args(0, 1, master, p0, "--demo-boot-seconds", "0"))
+    head.wait_for(lines.VLLM_READY_LINE)
+    status, _ = request("POST", p0, "/generate", {"text": "hi"})
+    assert status == 404
+    status, raw = request("POST", p0, "/v1/completions", {"model": "m", "prompt": "hi", "max_tokens": 1})
+    assert status == 200 and json.loads(raw)["object"] == "text_completion"

@@ -42,6 +42,26 @@ class Probe:
 
 
 @dataclass(frozen=True)
+class Completion:
+    """A one-shot, unstreamed completion the head is asked for (the liveness canary): a real
+    forward pass, through every TP peer, unlike ``/health``."""
+
+    path: str
+    body: dict[str, object]
+
+
+CANARY_PROMPT = "Say OK."
+
+
+def openai_completion_text(answer: object) -> str | None:
+    """The first choice's text of an OpenAI ``/v1/completions`` answer, or None."""
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    first = choices[0] if isinstance(choices, list) and choices else None
+    text = first.get("text") if isinstance(first, dict) else None
+    return text if isinstance(text, str) else None
+
+
+@dataclass(frozen=True)
 class Launch:
     """What the rank flags are made of (the plan fills it from the recipe and the cluster)."""
 
@@ -99,4 +119,14 @@ class Engine(Protocol):
 
     def ready(self, facts: ReadyFacts) -> bool:
         """The engine's ready rule for one booting rank."""
+        ...
+
+    def completion(self, model: str, max_tokens: int) -> Completion:
+        """The request for ``max_tokens`` tokens of ``CANARY_PROMPT`` (the engine's own
+        path: SGLang's native ``/generate``, vLLM's ``/v1/completions``)."""
+        ...
+
+    def completion_text(self, answer: object) -> str | None:
+        """The generated text in a 200 answer to ``completion``; None when the answer is not
+        one (an engine that answered something else)."""
         ...

@@ -3,7 +3,7 @@ run SGLang's small health server on the same port."""
 
 from __future__ import annotations
 
-from sparktui.core.engines.base import Launch, Probe, ReadyFacts
+from sparktui.core.engines.base import CANARY_PROMPT, Completion, Launch, Probe, ReadyFacts
 from sparktui.core.engines.dumps import ArgsDump
 from sparktui.core.engines.requestlog import UVICORN_ACCESS, RequestLines
 
@@ -62,3 +62,11 @@ class SGLang:
         if facts.health == 200:
             return facts.head_line_seen
         return facts.probed and facts.health is None and facts.running and facts.head_ready
+
+    def completion(self, model: str, max_tokens: int) -> Completion:
+        return Completion("/generate", {"text": CANARY_PROMPT, "sampling_params": {
+            "max_new_tokens": max_tokens, "temperature": 0}})
+
+    def completion_text(self, answer: object) -> str | None:
+        text = answer.get("text") if isinstance(answer, dict) else None
+        return text if isinstance(text, str) else None

@@ -5,7 +5,14 @@ the recipe until it is supported."""
 
 from __future__ import annotations
 
-from sparktui.core.engines.base import Launch, Probe, ReadyFacts
+from sparktui.core.engines.base import (
+    CANARY_PROMPT,
+    Completion,
+    Launch,
+    Probe,
+    ReadyFacts,
+    openai_completion_text,
+)
 from sparktui.core.engines.dumps import ArgsDump
 from sparktui.core.engines.requestlog import UVICORN_ACCESS, RequestLines
 
@@ -70,3 +77,10 @@ class VLLM:
         if facts.rank == 0:
             return facts.line_seen and facts.health in (200, None)
         return facts.running and facts.head_ready
+
+    def completion(self, model: str, max_tokens: int) -> Completion:
+        return Completion("/v1/completions", {"model": model, "prompt": CANARY_PROMPT,
+                                              "max_tokens": max_tokens, "temperature": 0})
+
+    def completion_text(self, answer: object) -> str | None:
+        return openai_completion_text(answer)

@@ -23,6 +23,7 @@ from textual.widgets import DataTable, Footer
 
 from sparktui.backend.events import (
     AllocationChanged,
+    CanaryChanged,
     ChecksChanged,
     ImageSyncProgress,
     LogBatch,
@@ -36,6 +37,7 @@ from sparktui.backend.events import (
 )
 from sparktui.catalog import RecipeInfo, default_slug, load_catalog
 from sparktui.config import cluster_plan
+from sparktui.core.canary import CanaryRecord
 from sparktui.core.controls import visible
 from sparktui.core.errors import SetupError, sentence
 from sparktui.core.runstore import ts_epoch
@@ -78,6 +80,7 @@ TINY = 60  # below this: no recipes column either (the palette opens recipes): r
 SHORT = 32  # below this many rows (or when narrow) the nodes panel starts hidden: logs come first
 TOAST_CHARS = 120
 FAILURE_TOAST_DELAY = 0.6
+CANARY_AGE_S = 5.0  # how often the canary's age in the ranks panel's subtitle moves on
 SEVERITY: dict[str, SeverityLevel] = {"info": "information", "warning": "warning", "error": "error"}
 
 
@@ -89,6 +92,9 @@ class MainScreen(Screen[None]):
 
     busy: reactive[str | None] = reactive(None, init=False)
     """The long action running now (up, stage, ...); one at a time."""
+    canary: reactive[CanaryRecord | None] = reactive(None, init=False)
+    """The liveness canary's last completion (``[liveness]``): its latency and age are in the
+    ranks panel's subtitle."""
 
     def __init__(self, options: ConsoleOptions) -> None:
         super().__init__(id="main")
@@ -161,10 +167,18 @@ class MainScreen(Screen[None]):
         self.checks_panel.display = False
         self.logs.grep_input.cursor_blink = self.options.cursor_blink
         self.update_titles()
+        self.set_interval(CANARY_AGE_S, self._canary_aged)
         self.load_recipes()
 
     def watch_busy(self) -> None:
         self.update_titles()
+
+    def watch_canary(self) -> None:
+        self.update_titles()
+
+    def _canary_aged(self) -> None:
+        if self.canary is not None:  # its age in the subtitle moves on
+            self.update_titles()
 
     # -- recipes and sessions -------------------------------------------------------------------
     @work(exclusive=True, group="catalog")
@@ -324,7 +338,9 @@ class MainScreen(Screen[None]):
                                          f"{session.world} node{'s' if session.world != 1 else ''}")
             run = self.state.run_id
             state = f"{self.busy}…" if self.busy else (f"run {run}" if run else "not running")
-            table.border_subtitle = content(f"{state} · ↑↓ select · r restart")
+            canary = (f"{self.canary.sentence(self.options.wall_clock(), brief=True)} · "
+                      if self.canary is not None else "")
+            table.border_subtitle = content(f"{state} · {canary}↑↓ select · r restart")
         self.update_detail()
 
     def update_detail(self) -> None:
@@ -363,6 +379,8 @@ class MainScreen(Screen[None]):
                 self.nodes_panel.allocation = event.text
             case StallChanged() as event:
                 self.ranks_table.stalled = event.stall.ranks if event.stall is not None else ()
+            case CanaryChanged() as event:
+                self.canary = event.record
             case Notice() as event:
                 self._notice(event)
             case StagingProgress() as event:
@@ -375,6 +393,7 @@ class MainScreen(Screen[None]):
     def _run_started(self, event: RunStarted) -> None:
         self.ranks_table.last_line_at.clear()
         self.ranks_table.stalled = ()
+        self.canary = None  # another run's
         self._show_run(event.run)
 
     def _log_batch(self, event: LogBatch) -> None:

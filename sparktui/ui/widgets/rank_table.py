@@ -26,7 +26,7 @@ from sparktui.ui.formatting import checks_text, ink, state_classes, state_css, u
 from sparktui.ui.widgets.compact_table import CompactTable
 
 Cell = Text | str
-LIVE: frozenset[RankState] = frozenset({"booting", "ready", "creating"})  # uptime counts
+LIVE: frozenset[RankState] = frozenset({"booting", "ready", "wedged", "creating"})  # uptime counts
 
 
 @dataclass(frozen=True)
