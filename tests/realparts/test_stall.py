@@ -85,9 +85,12 @@ def test_up_wait_and_status_name_the_silent_rank(cli: Cli, testbed: Any, recipe:
     # up --wait said it while waiting: rank 2, after which line, how long, the others' line
     said = [line for line in err.splitlines() if line.startswith("warning: boot stalled: rank 2 silent for")]
     assert said, err
-    assert f"after `{NCCL}" in said[0] and "went on to `Loading safetensors checkpoint shards" in said[0], said
+    assert NCCL in said[0].split("after `")[1].split("`")[0], said  # the line it stopped after
+    assert "went on to `" in said[0] and "Loading safetensors checkpoint shards" in said[0], said
     # and the boot ended by its timeout, the stall named in each booting rank's failure
-    assert f"boot timed out after {TIMEOUT_S} s: rank 2 silent for " in err, err
+    failure = next(line for line in err.splitlines() if line.startswith("rank 2 (node2): failed"))
+    assert f"boot timed out after {TIMEOUT_S} s: " in failure and NCCL in failure, failure
+    assert "rank 2 went quiet first" in failure or "rank 2 silent for" in failure, failure
     assert "first failure: rank 2 (" in err, err
     # status saw it during the boot, with every rank's silence and last line
     assert seen is not None, "status never named the stall"

@@ -39,6 +39,7 @@ from sparktui.catalog import RecipeInfo, default_slug, load_catalog
 from sparktui.config import cluster_plan
 from sparktui.core.canary import CanaryRecord
 from sparktui.core.controls import visible
+from sparktui.core.engines import engine
 from sparktui.core.errors import SetupError, sentence
 from sparktui.core.runstore import ts_epoch
 from sparktui.ui.bridge import EventBridge
@@ -400,10 +401,14 @@ class MainScreen(Screen[None]):
         if self.store.run_id is not None and event.run_id != self.store.run_id:
             return  # a follower of an earlier run still draining
         added = self.store.add(event.rank, event.lines)
-        if event.lines:
-            at = ts_epoch(event.lines[-1][1])
-            if at is not None:
-                self.ranks_table.last_line_at[event.rank] = at
+        if event.lines and self.session is not None:
+            said = engine(self.session.plan.engine).request_line  # a probe's line is no progress
+            for _, ts, text in reversed(event.lines):
+                if not said(text):
+                    at = ts_epoch(ts)
+                    if at is not None:
+                        self.ranks_table.last_line_at[event.rank] = at
+                    break
         if added:
             self.logs.lines_added(added)
 
