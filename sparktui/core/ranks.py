@@ -17,6 +17,7 @@ from typing import Literal, TypeVar
 
 from sparktui.core.cluster import Node
 from sparktui.core.engines import Engine, ReadyFacts
+from sparktui.core.procs import EngineView
 from sparktui.core.rankstate import (
     BOOTING,
     LAUNCHING,
@@ -34,7 +35,7 @@ LAST_LINES = 20
 CauseCode = Literal["boot_timeout", "fatal_line", "exited", "no_exit_code", "not_running",
                     "removed_outside", "group_fell", "peer_restarted", "could_not_start",
                     "image_missing", "staging", "stopped_exit", "removed_by_down", "held",
-                    "unreachable", "queued", "lost"]
+                    "unreachable", "queued", "lost", "engine_gone"]
 """Why a rank is in its state, as a code: what the board sets and the console and CLI read.
 The sentence shown (``Cause.sentence``) and its short form (``Cause.reason``) derive from it."""
 
@@ -88,6 +89,8 @@ class Cause:
                 return "waiting for the scheduler"
             case "lost":
                 return "its place was lost"
+            case "engine_gone":
+                return "its engine process is gone; the container still runs"
             case _:
                 assert_never(self.code)
 
@@ -152,6 +155,7 @@ class RankSnapshot:
     has_container: bool = False
     failed_at: float | None = None  # epoch of the failure on the node
     cause: Cause | None = None
+    engine: EngineView | None = None  # its engine process, as last sampled (``core.procs``)
 
     @property
     def reason(self) -> str:
@@ -181,6 +185,7 @@ class RankInfo:
     failed_at: float | None = None  # epoch; the first rank to fail is usually the cause
     probed: bool = False  # its HTTP was asked since this launch: health None = nothing answers
     ended: bool = False  # its process's end was seen (exit, container gone, never started)
+    engine: EngineView | None = None  # its engine process in its container, as last sampled
 
     @property
     def detail(self) -> str:
@@ -210,6 +215,8 @@ class RankInfo:
             self.failed_at = None
         if state in LAUNCHING:
             self.removed = self.probed = self.ended = False
+        if state not in RUNNING:
+            self.engine = None  # no engine runs (or not yet): nothing sampled holds
         return True
 
     def observe(self, container_id: str, running: bool, exit_code: int | None,
@@ -240,7 +247,7 @@ class RankInfo:
     def snapshot(self) -> RankSnapshot:
         return RankSnapshot(self.rank, self.node.name, self.state, self.detail, self.container_id,
                             self.exit_code, self.restarts, self.health, self.started,
-                            self.has_container, self.failed_at, self.cause)
+                            self.has_container, self.failed_at, self.cause, self.engine)
 
 
 def ready_now(info: RankInfo, engine: Engine, *, line_seen: bool, head_line_seen: bool,
