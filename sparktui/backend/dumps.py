@@ -12,7 +12,6 @@ lines the rank printed after it, read from the run's files for at most ``SIGNAL_
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -30,6 +29,7 @@ from sparktui.core.procs import (
     Proc,
     marks_of,
     masked,
+    stack_lines,
     stack_signal,
 )
 from sparktui.core.ranks import RankInfo
@@ -41,12 +41,6 @@ SIGNAL_WAIT_S = 5.0  # the longest a rank is given to print its stacks after the
 SIGNAL_QUIET_S = 0.5  # a stack block that printed nothing more for this long is whole
 POLL_S = 0.1
 NO_PY_SPY = 127
-
-_STACK_LINE = re.compile(r"^(?:(?:Current )?[Tt]hread 0x[0-9a-f]+|Stack \(most recent call first\)"
-                         r"|\s+File \"|\s+<no Python frame>|\s*$)")
-"""faulthandler's lines: a thread's head, its frames, the blank line between threads."""
-_STACK_HEAD = re.compile(r"^(?:Current )?[Tt]hread 0x[0-9a-f]+|^Stack \(most recent call first\)")
-
 
 @dataclass(frozen=True)
 class RankDump:
@@ -80,22 +74,6 @@ class DumpResult:
     folder: Path
     ranks: list[RankDump] = field(default_factory=list)
     seconds: float = 0.0
-
-
-def stack_lines(lines: list[str]) -> list[str]:
-    """The faulthandler block in ``lines`` (what a rank printed after its stack signal): from
-    the first thread's head to the last frame; what else the rank printed meanwhile is left
-    out."""
-    out: list[str] = []
-    for text in lines:
-        if not out:
-            if _STACK_HEAD.match(text):
-                out.append(text)
-        elif _STACK_LINE.match(text):
-            out.append(text)
-    while out and not out[-1].strip():
-        out.pop()
-    return out
 
 
 class Dumper:

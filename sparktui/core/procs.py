@@ -10,6 +10,7 @@ engine died, and nothing else would notice.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -207,7 +208,7 @@ class EngineTrack:
         if sample.main is None:
             gone = self.seen
             return EngineView(None, None, None, "its engine process is gone" if gone
-                              else "no engine process yet"), gone
+                              else "no engine process in its container (yet)"), gone
         self.seen = True
         if self.cpu_s is not None and sample.cpu_s <= self.cpu_s and not log_moved:
             self.still += 1
@@ -239,3 +240,25 @@ def stack_signal(adapter_signal: str | None, engine: Proc) -> str | None:
     if DEMO_MARK in engine.args:
         return DEMO_STACK_SIGNAL
     return adapter_signal
+
+
+_STACK_LINE = re.compile(r"^(?:(?:Current )?[Tt]hread 0x[0-9a-f]+|Stack \(most recent call first\)"
+                         r"|\s+File \"|\s+<no Python frame>|\s*$)")
+"""faulthandler's lines: a thread's head, its frames, the blank line between threads."""
+_STACK_HEAD = re.compile(r"^(?:Current )?[Tt]hread 0x[0-9a-f]+|^Stack \(most recent call first\)")
+
+
+def stack_lines(lines: list[str]) -> list[str]:
+    """The faulthandler block in ``lines`` (what a rank printed after its stack signal): from
+    the first thread's head to the last frame; what else the rank printed meanwhile is left
+    out."""
+    out: list[str] = []
+    for text in lines:
+        if not out:
+            if _STACK_HEAD.match(text):
+                out.append(text)
+        elif _STACK_LINE.match(text):
+            out.append(text)
+    while out and not out[-1].strip():
+        out.pop()
+    return out
