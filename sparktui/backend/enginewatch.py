@@ -15,10 +15,14 @@ import time
 
 from sparktui.backend.board import Board
 from sparktui.backend.runtimes.base import Processes
-from sparktui.core.engines import engine
-from sparktui.core.procs import EngineSample, EngineTrack, gone_text, marks_of, masked
+from sparktui.core.engines import FATAL_LINES, engine
+from sparktui.core.procs import EngineSample, EngineTrack, gone_text, marks_of, masked, says_fatal
 from sparktui.core.ranks import RUNNING, Cause, RankInfo
 from sparktui.core.timing import mark
+
+FALL_GRACE_S = 0.5
+"""Several engines gone by one look: how long their last lines are waited for before they are
+ordered (a peer's lost-collective line says it went second)."""
 
 
 class EngineWatch:
@@ -30,6 +34,7 @@ class EngineWatch:
         self.marks = marks_of(engine(board.plan.engine).process_marks)
         self._tracks: dict[int, tuple[str, EngineTrack]] = {}  # rank -> (container id, track)
         self._lines: dict[int, list[str]] = {}  # rank -> its last lines at the last sample
+        self._gone: dict[int, str] = {}  # rank -> what still runs, in this look
 
     @staticmethod
     def watched(info: RankInfo) -> bool:
@@ -51,35 +56,50 @@ class EngineWatch:
         self._lines[info.rank] = lines
         return moved
 
-    async def sample(self, info: RankInfo, *, judge: bool = True) -> None:
-        """One look into the rank's container. ``judge``: a live watch (the engine once seen and
-        now gone fails the rank); a one-off look (``status``) only shows what it found."""
+    async def look(self, info: RankInfo, judge: bool) -> tuple[RankInfo, bool, bool] | None:
+        """One look into the rank's container: shown on the rank; returns (the rank, whether
+        its engine is gone, whether its log moved since the last look), None when nothing was
+        learnt."""
         if not self.watched(info) or info.container_id is None:
-            return
+            return None
         cid = info.container_id
         try:
             procs = await self.processes.processes(info.node.name, cid)
         except Exception as exc:  # stopped meanwhile, node lost: the follower says so
             mark(f"engine watch: rank {info.rank}: {exc}")
-            return
+            return None
         if info.container_id != cid or not self.watched(info):
-            return  # restarted or ended while asked
+            return None  # restarted or ended while asked
         sample = EngineSample.of(masked(procs, self.board.redactor.text), self.marks)
-        track = self._track(info)
-        view, gone = track.add(sample, self._log_moved(info), self.interval)
-        if gone and judge:
-            self.board.set_state(info, "failed", Cause("engine_gone", text=gone_text(sample)),
-                                 time.time())
-            return
-        if view != info.engine:
-            if view.warning != (info.engine.warning if info.engine else None) \
-                    and self.board.run is not None and judge:
+        moved = self._log_moved(info)
+        view, gone = self._track(info).add(sample, moved, self.interval)
+        if gone:
+            self._gone[info.rank] = gone_text(sample)
+        elif view != info.engine:
+            if judge and self.board.run is not None and view.warning != (
+                    info.engine.warning if info.engine is not None else None):
                 self.board.run.event("engine", rank=info.rank, **view.to_json())
             info.engine = view
             self.board.announce(info)
+        return info, gone, moved
 
     async def sample_all(self, judge: bool = True) -> None:
-        await asyncio.gather(*(self.sample(i, judge=judge) for i in self.board.ranks))
+        """Every running rank at once. Ranks whose engines are gone by the same look fail in
+        the order they most likely went: a killed or crashed engine prints nothing, its peers
+        print their lost collective as they fall (as ``Board.failed_on_its_own`` reads exits),
+        so the silent ones first; the first failure then takes the formed group with it."""
+        self._gone = {}
+        looks = await asyncio.gather(*(self.look(i, judge) for i in self.board.ranks))
+        gone = [lk for lk in looks if lk is not None and lk[1]]
+        if not judge or not gone:
+            return
+        if len(gone) > 1:
+            await asyncio.sleep(FALL_GRACE_S)  # their last lines, still on their way
+        gone.sort(key=lambda lk: (says_fatal(lk[0].last_lines, FATAL_LINES), lk[2], lk[0].rank))
+        for info, _gone, _moved in gone:
+            if self.watched(info):  # not already failed with the group
+                self.board.set_state(info, "failed",
+                                     Cause("engine_gone", text=self._gone[info.rank]), time.time())
 
     async def loop(self) -> None:
         while not self.closed:

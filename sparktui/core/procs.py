@@ -262,3 +262,20 @@ def stack_lines(lines: list[str]) -> list[str]:
     while out and not out[-1].strip():
         out.pop()
     return out
+
+
+def says_fatal(lines: Iterable[str], fatal: Sequence[str]) -> bool:
+    """Whether one of ``lines`` holds one of the ``fatal`` lines (``core.engines.FATAL_LINES``,
+    whose `` ... `` stands for anything)."""
+    parts = [f.split(" ... ") for f in fatal]
+    for line in lines:
+        for pieces in parts:
+            at = 0
+            for piece in pieces:
+                at = line.find(piece, at)
+                if at < 0:
+                    break
+                at += len(piece)
+            else:
+                return True
+    return False

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sparktui.core.engines import ENGINES
+from sparktui.core.engines import ENGINES, FATAL_LINES
 from sparktui.core.procs import (
     DEMO_MARK,
     DEMO_STACK_SIGNAL,
@@ -23,6 +23,7 @@ from sparktui.core.procs import (
     masked,
     proc_group,
     ps_seconds,
+    says_fatal,
     stack_lines,
     stack_signal,
 )
@@ -143,3 +144,10 @@ def test_the_stack_block_is_cut_from_what_the_rank_printed() -> None:
     ]
     assert stack_lines(printed) == printed[1:6]
     assert stack_lines(printed[:1]) == []
+
+
+def test_a_peers_lost_collective_line_is_fatal_and_a_silent_rank_is_not() -> None:
+    fatal = FATAL_LINES
+    assert says_fatal(["[rank1]: ... TCPStore at 10.0.0.1:5000 ... Failed to recv, got 0 bytes"], fatal)
+    assert says_fatal(["x Watchdog caught collective operation timeout: WorkNCCL"], fatal)
+    assert not says_fatal(["Decode batch. #running-req: 0", "Failed to recv before TCPStore"], fatal)
