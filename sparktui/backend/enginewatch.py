@@ -11,6 +11,7 @@ One ``docker top`` per rank per interval: dockerd runs ``ps`` on the node, a few
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 from sparktui.backend.board import Board
@@ -73,6 +74,9 @@ class EngineWatch:
         sample = EngineSample.of(masked(procs, self.board.redactor.text), self.marks)
         moved = self._log_moved(info)
         view, gone = self._track(info).add(sample, moved, self.interval)
+        if sample.main is not None and (info.engine is None or info.engine.pid != sample.main.pid):
+            with contextlib.suppress(Exception):  # a new engine: its pid in the container, for a dump
+                await self.processes.container_pid(info.node.name, cid, sample.main.pid)
         if gone:
             self._gone[info.rank] = gone_text(sample)
         elif view != info.engine:
