@@ -28,6 +28,10 @@ NOT_ENGINE: frozenset[str] = frozenset({
 a shell wrapper (its ``-c`` text names the engine's module), what waits after the engine, and
 what sparktui itself runs in the container."""
 
+INITS: frozenset[str] = frozenset({"docker-init", "tini", "init", "dumb-init"})
+"""A container's init: when only it is left, the container is ending with its engine (an init
+exits once its child did), not running on without it."""
+
 DEMO_MARK = "sparktui.demo.engine"
 """The demo engine's module: an engine process under any adapter (the demo recipes say
 ``engine = "sglang"``)."""
@@ -158,6 +162,11 @@ class EngineSample:
     others: tuple[str, ...]  # the commands that are not the engine ("sh", "sleep")
     count: int  # the engine's processes
 
+    @property
+    def runs_on(self) -> bool:
+        """Something besides the init still runs (a wrapper's shell, its sleep)."""
+        return any(o.rsplit("/", 1)[-1] not in INITS for o in self.others)
+
     @staticmethod
     def of(procs: Sequence[Proc], marks: Sequence[str]) -> EngineSample:
         engine = engine_procs(procs, marks)
@@ -206,9 +215,10 @@ class EngineTrack:
         """The view after this sample, and whether the engine is gone (seen before, not now)."""
         self.interval = interval
         if sample.main is None:
-            gone = self.seen
-            return EngineView(None, None, None, "its engine process is gone" if gone
-                              else "no engine process in its container (yet)"), gone
+            gone = self.seen and sample.runs_on
+            said = ("its engine process is gone" if gone else "its engine process ended"
+                    if self.seen else "no engine process in its container (yet)")
+            return EngineView(None, None, None, said), gone
         self.seen = True
         if self.cpu_s is not None and sample.cpu_s <= self.cpu_s and not log_moved:
             self.still += 1

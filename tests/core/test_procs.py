@@ -151,3 +151,15 @@ def test_a_peers_lost_collective_line_is_fatal_and_a_silent_rank_is_not() -> Non
     assert says_fatal(["[rank1]: ... TCPStore at 10.0.0.1:5000 ... Failed to recv, got 0 bytes"], fatal)
     assert says_fatal(["x Watchdog caught collective operation timeout: WorkNCCL"], fatal)
     assert not says_fatal(["Decode batch. #running-req: 0", "Failed to recv before TCPStore"], fatal)
+
+
+def test_an_engine_whose_container_is_ending_is_not_gone() -> None:
+    """The engine was the init's only child: the init is all that is left for a moment before
+    the container exits, and its exit (code and all) says what happened."""
+    init = Proc(1, "S", 0, "docker-init", f"/sbin/docker-init -- python3 -m {DEMO_MARK}")
+    engine = Proc(5, "S", 1, "python3", f"python3 -m {DEMO_MARK}")
+    track = EngineTrack()
+    track.add(EngineSample.of([init, engine], marks_of(())), True, 1.0)
+    view, gone = track.add(EngineSample.of([init], marks_of(())), False, 1.0)
+    assert not gone and view.pid is None
+    assert not EngineSample.of([], marks_of(())).runs_on
