@@ -46,7 +46,7 @@ SLURM_EPILOG_SRC = (
 )
 
 IMAGE = "sparktui-demo:latest"
-IMAGE_RECIPE_VERSION = "1"  # bump to force an image rebuild
+IMAGE_RECIPE_VERSION = "2"  # bump to force an image rebuild
 IMAGE_CREATED = "2024-01-01T00:00:00Z"
 IMAGE_MTIME = 1704067200  # every file in the image gets this mtime (reproducible layer)
 IMAGE_ENV = [

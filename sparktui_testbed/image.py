@@ -17,6 +17,8 @@ import json
 import os
 import platform
 import re
+import shutil
+import sys
 import tarfile
 import tempfile
 from collections.abc import Sequence
@@ -41,6 +43,12 @@ def busybox() -> str:
         if os.path.exists(p):
             return p
     raise TestbedError("image: busybox not found (apt-get install busybox-static)")
+
+
+def py_spy() -> str | None:
+    """The py-spy binary beside this Python (a venv's bin), else on PATH; None: not installed."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return str(beside) if beside.is_file() else shutil.which("py-spy")
 
 
 _STDLIB_SKIP_DIRS = {
@@ -157,6 +165,13 @@ def _image_entries() -> dict[str, _Entry]:
                 if os.path.exists(os.path.join(d, extra)):
                     add_file(os.path.join(d, extra), os.path.join(d, extra))
                     break
+
+    # py-spy (a static binary, from the Python running the testbed: the project's test extra),
+    # so that `sparktui dump` reads the engines' stacks with it; without it the image still
+    # builds and dumps take the demo engine's stack signal
+    spy = py_spy()
+    if spy is not None:
+        add_file("usr/local/bin/py-spy", spy, 0o755)
 
     # minimal /etc
     ents["etc/passwd"] = _Entry(

@@ -22,6 +22,8 @@ from sparktui.backend.board import Board
 from sparktui.backend.boot import BootWatch
 from sparktui.backend.canary import Canary
 from sparktui.backend.doctor import Finding, doctor
+from sparktui.backend.dumps import DumpResult, dump_ranks
+from sparktui.backend.enginewatch import EngineWatch
 from sparktui.backend.events import AllocationChanged, Event, NodeChanged, NodeTelemetry, RunStarted
 from sparktui.backend.follower import LogFollower
 from sparktui.backend.health import PROBE_HOST, HealthProber
@@ -49,6 +51,7 @@ from sparktui.backend.runtimes.base import (
     Images,
     NodeExec,
     NodeProbe,
+    Processes,
     RestartOne,
     Scheduled,
     Stage,
@@ -120,6 +123,8 @@ class Orchestrator:
                              rt.shown_host(head) if isinstance(rt, NodeProbe) else head
                              ) if plan.liveness is not None else None
         """The ``[liveness]`` canary (None without the table): sent while following."""
+        self.engines = (EngineWatch(self.board, rt, interval=self.health.interval)
+                        if isinstance(rt, Processes) else None)
         self.following = False
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._closed = False
@@ -165,6 +170,7 @@ class Orchestrator:
             "cause": i.cause.code if i.cause is not None else None,
             "silent_s": None if (quiet := i.silent_s(now)) is None else round(quiet, 1),
             "last_line": i.last_line,
+            "engine": i.engine.to_json() if i.engine is not None else None,
         } for i in self.ranks]
 
     def stall(self) -> Stall | None:
@@ -342,6 +348,25 @@ class Orchestrator:
     async def refresh_health(self) -> None:
         """Probe every rank once (a status without a live follower)."""
         await self.health.probe_all()
+
+    async def refresh_engines(self) -> None:
+        """Every running rank's engine process looked at once (a status without a live
+        follower: shown, never judged gone, as no earlier look saw it)."""
+        if self.engines is not None:
+            await self.engines.sample_all(judge=False)
+
+    async def dump(self) -> DumpResult:
+        """Every rank's stacks, last lines and processes, all ranks at once (``dumps``), saved
+        in the run's folder; a runtime without ``Processes`` is said in a sentence."""
+        if not isinstance(self.runtime, Processes):
+            raise SparkError(f"the {self.cluster.kind} runtime cannot look inside a rank's "
+                             "container: no stacks nor process list to dump")
+        if self.run is None:
+            raise SparkError("no run of this recipe to dump; start it with up")
+        async def refresh() -> None:  # a follower of ours writes the run's files as lines come
+            if not self.following:
+                await self.catch_up()
+        return await dump_ranks(self.board, self.runtime, self.run, refresh)
 
     async def stage(self, verify_only: bool = False,
                     sample: int | str | None = None) -> list[StagingResult]:
@@ -538,6 +563,8 @@ class Orchestrator:
             jobs["allocation"] = self._allocation_loop
         if self.canary is not None:
             jobs["canary"] = self.canary.loop
+        if self.engines is not None:
+            jobs["engines"] = self.engines.loop
         for name, job in jobs.items():
             if name not in self._tasks or self._tasks[name].done():
                 self._tasks[name] = asyncio.create_task(job(), name=name)
@@ -729,6 +756,8 @@ class Orchestrator:
         self.follower.closed = self.health.closed = self.boot.closed = True
         if self.canary is not None:
             self.canary.closed = True
+        if self.engines is not None:
+            self.engines.closed = True
         self.scanners.cool()
         if self._sampler is not None:
             await self._sampler.stop()

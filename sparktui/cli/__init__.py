@@ -259,6 +259,14 @@ def _smoke(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=Verb("ops", "cmd_smoke"))
 
 
+@verb("dump", "every rank's Python stacks, last 200 lines and processes, all ranks at once; "
+              "saved in the run's folder")
+def _dump(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=Verb("ops", "cmd_dump"))
+
+
 @verb("down", "stop and remove every rank's container (your own)")
 def _down(p: argparse.ArgumentParser) -> None:
     _common(p)

@@ -249,6 +249,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     async def go() -> int:
         async with _opened(args, attach=True) as orch:
             await orch.refresh_health()  # without a live follower: ready from health and the log
+            await orch.refresh_engines()
             rows = orch.status()
             stall = orch.stall()
             nodes = await orch.sample_nodes()
@@ -308,6 +309,31 @@ def cmd_smoke(args: argparse.Namespace) -> int:
             out.print(plain(("smoke ok", "green"), f": {result.sentence()}"))
             out.print(plain((result.text, "dim")))
         return 0
+    return _run(go())
+
+
+def cmd_dump(args: argparse.Namespace) -> int:
+    """Every rank's dump, rank by rank (the ranks' words printed as text), and where it is kept."""
+    async def go() -> int:
+        async with _opened(args, attach=True) as orch:
+            result = await orch.dump()
+        if args.json:
+            print(json.dumps({
+                "folder": str(result.folder), "seconds": round(result.seconds, 3),
+                "ranks": [{"rank": d.rank, "node": d.node, "how": d.how, "note": d.note,
+                           "engine_pid": d.engine_pid, "seconds": round(d.seconds, 3),
+                           "stacks": d.stacks, "processes": [p.to_json() for p in d.processes],
+                           "last_lines": d.last_lines} for d in result.ranks],
+            }, indent=2))
+        else:
+            for d in result.ranks:
+                out.print(plain((f"== rank {d.rank}", "bold"), f" on {d.node}: stacks by {d.how}"
+                                f"{' · ' + d.note if d.note else ''}"))
+                for line in d.stacks or ["(no stacks)"]:
+                    out.print(plain(line))
+            err.print(plain(f"dumped {len(result.ranks)} ranks in {result.seconds:.2f} s: "
+                            f"{result.folder}"))
+        return 0 if all(d.stacks for d in result.ranks) else exits.FAILED
     return _run(go())
 
 

@@ -261,7 +261,19 @@ def status_view(title: str, rows: Sequence[dict[str, object]]) -> Group:
         if r.get("last_line") and state in ("creating", "booting", "ready"):
             details.append(plain((f"r{r['rank']} quiet {quiet_text(r.get('silent_s'))}, last line: ",
                                   "dim"), (str(r["last_line"])[:LAST_LINE_CHARS], "dim")))
+        engine = r.get("engine")
+        if isinstance(engine, dict):
+            details.append(plain((f"r{r['rank']} ", "bold"), engine_text(engine)))
     return Group(table, *details)
+
+
+def engine_text(engine: dict[str, object]) -> Text:
+    """A rank's engine process (``EngineView.to_json``): pid, state, CPU seconds, a warning."""
+    if engine.get("pid") is None:
+        return plain((str(engine.get("warning") or "no engine process"), "yellow"))
+    head = f"engine pid {engine['pid']} ({engine['state']}), {float(str(engine['cpu_s'] or 0)):.0f} CPU s"
+    warning = engine.get("warning")
+    return plain(head, ("; " + str(warning), "yellow")) if warning else plain(head)
 
 
 def ranks_text(ranks: str | list[int]) -> str:

@@ -17,6 +17,7 @@ from typing import Literal, TypeVar
 
 from sparktui.core.cluster import Node
 from sparktui.core.engines import Engine, ReadyFacts
+from sparktui.core.procs import EngineView
 from sparktui.core.rankstate import (
     BOOTING,
     LAUNCHING,
@@ -34,7 +35,8 @@ LAST_LINES = 20
 CauseCode = Literal["boot_timeout", "fatal_line", "exited", "no_exit_code", "not_running",
                     "removed_outside", "group_fell", "peer_restarted", "could_not_start",
                     "image_missing", "staging", "stopped_exit", "removed_by_down", "held",
-                    "unreachable", "queued", "lost", "canary"]
+                    "unreachable", "queued", "lost", "canary",
+                    "engine_gone"]
 """Why a rank is in its state, as a code: what the board sets and the console and CLI read.
 The sentence shown (``Cause.sentence``) and its short form (``Cause.reason``) derive from it."""
 
@@ -90,6 +92,8 @@ class Cause:
                 return "its place was lost"
             case "canary":
                 return "the canary completion failed twice in a row"
+            case "engine_gone":
+                return "its engine process is gone; the container still runs"
             case _:
                 assert_never(self.code)
 
@@ -154,6 +158,7 @@ class RankSnapshot:
     has_container: bool = False
     failed_at: float | None = None  # epoch of the failure on the node
     cause: Cause | None = None
+    engine: EngineView | None = None  # its engine process, as last sampled (``core.procs``)
 
     @property
     def reason(self) -> str:
@@ -187,6 +192,7 @@ class RankInfo:
     # when its node stamped it (epoch), and its text
     last_line_at: float | None = None
     last_line: str | None = None
+    engine: EngineView | None = None  # its engine process in its container, as last sampled
 
     @property
     def detail(self) -> str:
@@ -221,6 +227,8 @@ class RankInfo:
         if state in LAUNCHING:
             self.removed = self.probed = self.ended = False
             self.last_line_at = self.last_line = None
+        if state not in RUNNING:
+            self.engine = None  # no engine runs (or not yet): nothing sampled holds
         return True
 
     def observe(self, container_id: str, running: bool, exit_code: int | None,
@@ -251,7 +259,7 @@ class RankInfo:
     def snapshot(self) -> RankSnapshot:
         return RankSnapshot(self.rank, self.node.name, self.state, self.detail, self.container_id,
                             self.exit_code, self.restarts, self.health, self.started,
-                            self.has_container, self.failed_at, self.cause)
+                            self.has_container, self.failed_at, self.cause, self.engine)
 
 
 def ready_now(info: RankInfo, engine: Engine, *, line_seen: bool, head_line_seen: bool,

@@ -96,7 +96,9 @@ stopping every rank at once exits 0 everywhere).
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -115,7 +117,10 @@ PERSONALITIES: dict[str, Personality] = {"sglang": sglang.PERSONALITY, "vllm": v
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse the arguments and run one demo rank; returns only for --help (argparse exits)."""
+    """Parse the arguments and run one demo rank; returns only for --help (argparse exits).
+    SIGUSR1 prints every thread's stack on stderr and the rank runs on: the stack signal
+    ``sparktui dump`` uses where the image has no py-spy (``core.procs.DEMO_STACK_SIGNAL``)."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     cfg = parse_config(argv)
     return Rank(cfg, PERSONALITIES[cfg.engine]).run()
 

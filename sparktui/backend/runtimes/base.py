@@ -5,7 +5,8 @@ interfaces: the caller asks ``isinstance(runtime, Stage)``, never which kind it 
 to connect, a sentence for how the node is reached, and a close. Everything else is a
 capability a kind may lack; the Orchestrator degrades where one is missing (no ``NodeProbe``:
 no health probes nor port check; no ``Images``: no image check before ``up`` and no image
-sync; no ``RestartOne``: only group restarts), and says so where an operator asked for it.
+sync; no ``RestartOne``: only group restarts; no ``Processes``: no engine liveness nor stack
+dumps), and says so where an operator asked for it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from sparktui.backend.imagesync import SyncReport
     from sparktui.backend.telemetry import Sampler
     from sparktui.core.plan import Plan
+    from sparktui.core.procs import Proc
 
 
 class Runtime(Protocol):
@@ -135,4 +137,31 @@ class Scheduled(Protocol):
 
     async def allocation(self) -> str | None:
         """The allocation as it stands now (asked of the scheduler); None: there is none."""
+        ...
+
+
+@runtime_checkable
+class Processes(Protocol):
+    """Inside a rank's container: its processes (is the engine alive?), a command run there
+    and a signal sent to one of them (``sparktui dump``: py-spy, or the engine's stack
+    signal). Pids are the ones ``processes`` lists; ``exec`` needs the container's own
+    (``container_pid``)."""
+
+    async def processes(self, node: str, container_id: str) -> list[Proc]:
+        """Every process of the running container (unmasked: the caller masks before anything
+        shows or keeps it); ``RuntimeLost`` or the runtime's error when it cannot be asked."""
+        ...
+
+    async def container_pid(self, node: str, container_id: str, pid: int) -> int | None:
+        """``pid`` (as ``processes`` lists it) as the container itself sees it; None: gone."""
+        ...
+
+    async def exec(self, node: str, container_id: str, argv: list[str],
+                   timeout: float) -> tuple[int, str]:
+        """``argv`` run in the container (no shell): its exit code (127: no such program) and
+        its output, stdout and stderr merged."""
+        ...
+
+    async def send_signal(self, node: str, container_id: str, pid: int, signal: str) -> None:
+        """``signal`` (a name: ``SIGUSR1``) sent to ``pid`` (as ``processes`` lists it)."""
         ...

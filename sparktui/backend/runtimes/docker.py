@@ -31,6 +31,7 @@ from sparktui.backend.runtime import (
 )
 from sparktui.core.cluster import Node
 from sparktui.core.dockerview import bind
+from sparktui.core.procs import PS_ARGS, Proc, from_top
 from sparktui.core.rankspec import ContainerSpec
 from sparktui.core.timing import mark
 
@@ -230,6 +231,35 @@ class DockerRuntime:
             with contextlib.suppress(docker.errors.NotFound):
                 c.containers.get(container_id).remove(force=True)
         await self._call(rm)
+
+    async def top(self, container_id: str) -> list[Proc]:
+        """The container's processes (``PS_ARGS``; the node's pids): dockerd runs the node's
+        ``ps``, so this works whatever the image holds. A container that does not run answers
+        409, raised as the SDK's ``APIError``."""
+        answer: dict[str, Any] = await self._call(
+            lambda c: c.containers.get(container_id).top(ps_args=PS_ARGS))
+        return from_top(answer.get("Titles") or [], answer.get("Processes") or [])
+
+    async def exec(self, container_id: str, argv: list[str], timeout: float) -> tuple[int, str]:
+        """``argv`` in the container, as root, no TTY, no shell. A program the image lacks is
+        127, as a shell says. The SDK's call blocks until the program ends: past ``timeout``
+        the caller stops waiting (the program runs on until it ends by itself)."""
+        def run(c: docker.DockerClient) -> tuple[int, str]:
+            try:
+                res = c.containers.get(container_id).exec_run(argv, stdout=True, stderr=True,
+                                                              demux=False)
+            except docker.errors.APIError as exc:
+                text = str(exc.explanation or exc)
+                if "executable file not found" in text or "no such file" in text.lower():
+                    return 127, text
+                raise
+            output = res.output.decode("utf-8", "replace") if res.output else ""
+            code = res.exit_code if res.exit_code is not None else 255
+            return (127 if code == 126 and "not found" in output else code), output
+        try:
+            return await asyncio.wait_for(self._call(run), timeout)
+        except asyncio.TimeoutError:
+            return 124, f"{argv[0]} did not finish within {timeout:g} s"
 
     async def logs(self, container_id: str, cursor: str | None, follow: bool = True,
                    secrets: Sequence[str] = ()) -> AsyncIterator[LogChunk]:

@@ -3,16 +3,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import signal as signals
 import sys
 from pathlib import Path
 
 from sparktui.backend.doctor import Finding
 from sparktui.backend.nodeshell import LocalShell, NodeShell
-from sparktui.backend.runtime import Containers
+from sparktui.backend.runtime import Containers, RuntimeLost
 from sparktui.backend.runtimes.processes import LocalRuntime
 from sparktui.backend.runtimes.shells import ShellRuntime
 from sparktui.core.cluster import Cluster, Node
 from sparktui.core.kinds import LOCAL, kind_of
+from sparktui.core.procs import Proc, from_proc, proc_group
 
 
 class LocalProcesses(ShellRuntime):
@@ -35,3 +40,66 @@ class LocalProcesses(ShellRuntime):
     async def preflight(self, node: Node, image: str, slug: str) -> tuple[list[Finding], str | None]:
         return [Finding(node.name, "runtime", "passed",
                         "local cluster: ranks run as processes, no Docker needed")], None
+
+    # -- Processes: a local rank is its process group (``local_shim`` starts it in its own)
+    def _group(self, container_id: str) -> int | None:
+        return self.ranks.rank_pid(container_id)
+
+    async def processes(self, node: str, container_id: str) -> list[Proc]:
+        group = self._group(container_id)
+        if group is None:
+            raise RuntimeLost(f"local rank {container_id} has not started")
+        return await asyncio.to_thread(_group_procs, group)
+
+    async def container_pid(self, node: str, container_id: str, pid: int) -> int | None:
+        return pid if os.path.exists(f"/proc/{int(pid)}") else None
+
+    async def exec(self, node: str, container_id: str, argv: list[str],
+                   timeout: float) -> tuple[int, str]:
+        """Run here, as the rank is: this machine's programs (py-spy when it is on PATH)."""
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT)
+        except FileNotFoundError as exc:
+            return 127, str(exc)
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+        except asyncio.TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            return 124, f"{argv[0]} did not finish within {timeout:g} s"
+        return proc.returncode if proc.returncode is not None else 255, out.decode("utf-8", "replace")
+
+    async def send_signal(self, node: str, container_id: str, pid: int, signal: str) -> None:
+        group = self._group(container_id)
+        procs = await self.processes(node, container_id) if group is not None else []
+        if pid not in {p.pid for p in procs}:  # only a process of this rank is signalled
+            raise RuntimeLost(f"process {pid} is not one of local rank {container_id}'s")
+        try:
+            os.kill(pid, signals.Signals[signal])
+        except ProcessLookupError:
+            raise RuntimeLost(f"process {pid} is gone") from None
+
+
+def _group_procs(group: int) -> list[Proc]:
+    """Every process of ``group``, from ``/proc``."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
+                stat = f.read()
+            if proc_group(stat) != group:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:  # gone meanwhile
+            continue
+        proc = from_proc(int(entry), stat, cmdline, ticks)
+        if proc is not None:
+            found.append(proc)
+    return sorted(found, key=lambda p: p.pid)

@@ -104,6 +104,12 @@ class LocalRuntime:
             raise UnsafeName(f"local rank id {container_id[:80]!r} does not start with {ID_PREFIX}")
         return child(self.state_dir, container_id, "local rank id")
 
+    def rank_pid(self, container_id: str) -> int | None:
+        """The rank's main process, the leader of its process group; None before it started."""
+        pids = _read_json(self._dir(container_id) / PIDS)
+        child = pids.get("child_pid") if pids else None
+        return child if isinstance(child, int) and child > 0 else None
+
     async def open(self) -> None:
         """Nothing to open: the ranks are files and processes on this machine."""
 

@@ -98,6 +98,8 @@ class Engine(Protocol):
     default_port: int
     launcher_flags: tuple[str, ...]  # flags the launcher owns; a recipe setting one is an error
     args_dump: ArgsDump  # the line where it prints the arguments it runs with
+    process_marks: tuple[str, ...]  # words of its processes' command lines (``core.procs``)
+    stack_signal: str | None  # a signal that makes it print every thread's stack and go on
 
     def rank_flags(self, launch: Launch) -> list[str]:
         """The flags appended to the recipe's ``args`` for this rank."""

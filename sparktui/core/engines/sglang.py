@@ -34,6 +34,11 @@ class SGLang:
     # every field of ServerArgs; no version line (the flag table's version stands)
     args_dump = ArgsDump("server_args=", complete=True)
 
+    process_marks: tuple[str, ...] = ("sglang",)
+    # SGLang 0.5.23 only calls faulthandler.enable() (fatal signals): no signal prints its stacks and
+    # lets it run on; py-spy in the image is the way (docs/design.md, issue 27)
+    stack_signal: str | None = None
+
     def rank_flags(self, launch: Launch) -> list[str]:
         return ["--model-path", launch.model, "--nnodes", str(launch.nnodes), "--node-rank",
                 str(launch.rank), "--dist-init-addr", f"{launch.head_addr}:{launch.dist_port}",

@@ -50,6 +50,11 @@ class VLLM:
                          version_pattern=r"vLLM (?:API )?server version ([\w.+-]+)",
                          every_rank=False)
 
+    process_marks: tuple[str, ...] = ("vllm",)
+    # vLLM 0.33.0 only calls faulthandler.enable() (fatal signals): no signal prints its stacks and
+    # lets it run on; py-spy in the image is the way (docs/design.md, issue 27)
+    stack_signal: str | None = None
+
     def rank_flags(self, launch: Launch) -> list[str]:
         flags = ["--model", launch.model, "--host", launch.bind_host, "--port", str(launch.port),
                  "--tensor-parallel-size", str(launch.tp_size)]

@@ -53,6 +53,7 @@ from sparktui.ui.outside import content
 from sparktui.ui.screens.add_check_screen import AddCheckScreen, NewCheck
 from sparktui.ui.screens.confirm_screen import ConfirmScreen
 from sparktui.ui.screens.doctor_screen import DoctorScreen
+from sparktui.ui.screens.dump_screen import DumpScreen
 from sparktui.ui.screens.events_screen import EventsScreen
 from sparktui.ui.screens.help_screen import HelpScreen
 from sparktui.ui.screens.jobs import Jobs
@@ -620,6 +621,13 @@ class MainScreen(Screen[None]):
         title = f"doctor · {session.slug} on {session.plan.cluster_name}"
         self.app.push_screen(DoctorScreen(title, run, sync if live and session.orch.can_sync_images
                                           else None))
+
+    def action_dump(self) -> None:
+        session = self.jobs.need_session()
+        if session is None:
+            return
+        title = f"dump · {session.slug} on {session.plan.cluster_name}"
+        self.app.push_screen(DumpScreen(title, session.orch.dump))
 
     def action_plan(self) -> None:
         info = self.info(self.highlighted) or (self.session.info if self.session else None)

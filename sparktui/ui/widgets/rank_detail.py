@@ -1,5 +1,6 @@
-"""One line under the rank table about the selected rank: node, state, container, exit code and
-the detail of its last change (why it failed)."""
+"""One line under the rank table about the selected rank: node, state, container, exit code, its
+engine process (pid, state, CPU seconds, a warning) and the detail of its last change (why it
+failed)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,12 @@ class RankDetail(Widget):
             text.append(f" · {snap.container_id[:18]}", ink(self, "rank-detail--muted"))
         if snap.exit_code is not None:
             text.append(f" · exit {snap.exit_code}")
+        engine = snap.engine
+        if engine is not None and engine.pid is not None:
+            text.append(f" · pid {engine.pid} {engine.state} {engine.cpu_s or 0:.0f} CPU s",
+                        ink(self, "rank-detail--muted"))
+        if engine is not None and engine.warning:  # stopped, or neither CPU nor log moving
+            text.append(f" · {engine.warning}", ink(self, "rank-detail--failed"))
         width = self.content_size.width
         if snap.detail:  # may quote a container: shown, not obeyed
             text.append(f" · {middle_cut(visible(snap.detail), max(width - text.cell_len - 3, 1))}")
