@@ -19,6 +19,7 @@ from sparktui.backend.runtime import Containers, ContainerState, RuntimeLost
 from sparktui.core import timing
 from sparktui.core.checks import BootChecks, Check
 from sparktui.core.errors import sentence
+from sparktui.core.procs import stack_line
 from sparktui.core.ranks import LAST_LINES, Cause, RankInfo
 from sparktui.core.runstore import Run, last_restarts, ts_epoch
 
@@ -121,7 +122,7 @@ class LogFollower:
             return
         info.last_lines.extend(text for _, _, text in numbered[-LAST_LINES:])
         for _, ts, text in reversed(numbered):  # the last that is not a request's (a probe's)
-            if not board.checks.request_line(text):
+            if not board.checks.request_line(text) and not stack_line(text):
                 info.last_line_at, info.last_line = ts_epoch(ts) or time.time(), text
                 break
         seen = timing.enabled() and board.checks.ready_seen(info.rank)
@@ -160,7 +161,8 @@ class LogFollower:
                 checks.reset(info.rank)
             info.last_lines.extend(text for _, text in batch[-LAST_LINES:])
             last = (await asyncio.to_thread(run.log(info.rank).last,
-                                            lambda text: not checks.request_line(text))
+                                            lambda text: not checks.request_line(text)
+                                            and not stack_line(text))
                     if batch else None)
             if last is not None and info.last_line_at is None:
                 info.last_line_at, info.last_line = ts_epoch(last[0]), last[1]

@@ -258,6 +258,12 @@ _STACK_LINE = re.compile(r"^(?:(?:Current )?[Tt]hread 0x[0-9a-f]+|Stack \(most r
 _STACK_HEAD = re.compile(r"^(?:Current )?[Tt]hread 0x[0-9a-f]+|^Stack \(most recent call first\)")
 
 
+def stack_line(text: str) -> bool:
+    """Whether ``text`` is a line of a stack dump (or blank): not the rank getting on with its
+    boot (a dump's signal makes every rank print one: it must not end a rank's silence)."""
+    return bool(_STACK_LINE.match(text))
+
+
 def stack_lines(lines: list[str]) -> list[str]:
     """The faulthandler block in ``lines`` (what a rank printed after its stack signal): from
     the first thread's head to the last frame; what else the rank printed meanwhile is left

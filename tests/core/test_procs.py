@@ -163,3 +163,14 @@ def test_an_engine_whose_container_is_ending_is_not_gone() -> None:
     view, gone = track.add(EngineSample.of([init], marks_of(())), False, 1.0)
     assert not gone and view.pid is None
     assert not EngineSample.of([], marks_of(())).runs_on
+
+
+def test_a_stack_dumps_lines_are_not_a_ranks_progress() -> None:
+    from sparktui.core.procs import stack_line
+    for text in ("Thread 0x00007fe1bdacc6c0 (most recent call first):",
+                 'Current thread 0x00007f (most recent call first):',
+                 '  File "/x/rendezvous.py", line 56 in read_line', ""):
+        assert stack_line(text), text
+    for text in ("[2026-12-02 01:13:59 TP2] NCCL INFO comm 0x7f3a5c0002 rank 2 nranks 4",
+                 "Loading safetensors checkpoint shards:  25% Completed"):
+        assert not stack_line(text), text

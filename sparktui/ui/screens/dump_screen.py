@@ -71,9 +71,8 @@ class DumpScreen(Dialog[None]):
         for d in result.ranks:
             style = self.ink("accent") + Style(bold=True) if d.stacks else self.ink("warning")
             text.append(visible(f"rank {d.rank} on {d.node} · stacks by {d.how}\n"), style)
-            if d.note:
-                text.append(visible(d.note) + "\n", self.ink("muted"))
-            body = d.text().split("\n", 1)[1]  # its file without the head line shown above
+            body = d.text().split("\n", 1)[1]  # its file without the head line shown above (the
+            # note, why the stacks came the way they did, is the body's first line)
             text.append(visible(body))
             text.append("\n")
         self.query_one("#dump-text", Static).update(text)

@@ -41,6 +41,7 @@ from sparktui.core.canary import CanaryRecord
 from sparktui.core.controls import visible
 from sparktui.core.engines import engine
 from sparktui.core.errors import SetupError, sentence
+from sparktui.core.procs import stack_line
 from sparktui.core.runstore import ts_epoch
 from sparktui.ui.bridge import EventBridge
 from sparktui.ui.console_state import ConsoleState
@@ -405,7 +406,7 @@ class MainScreen(Screen[None]):
         if event.lines and self.session is not None:
             said = engine(self.session.plan.engine).request_line  # a probe's line is no progress
             for _, ts, text in reversed(event.lines):
-                if not said(text):
+                if not said(text) and not stack_line(text):
                     at = ts_epoch(ts)
                     if at is not None:
                         self.ranks_table.last_line_at[event.rank] = at
