@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from textual.command import CommandList, CommandPalette
+
 from sparktui.backend.doctor import Finding
 from sparktui.ui.app import SparkApp
 from sparktui.ui.screens.doctor_screen import DoctorScreen
@@ -15,6 +17,19 @@ from tests.ui.conftest import wait_for
 
 def _stack(app: SparkApp) -> list[str]:
     return [type(s).__name__ for s in app.screen_stack]
+
+
+def _found(app: SparkApp, title: str) -> bool:
+    """The command palette's first hit starts with ``title`` (it searches in batches: on a busy
+    machine the hits come later than a fixed wait)."""
+    screen = app.screen
+    if not isinstance(screen, CommandPalette):
+        return False
+    hits = screen.query_one(CommandList)
+    if hits.option_count == 0:
+        return False
+    prompt = hits.get_option_at_index(hits.highlighted or 0).prompt
+    return str(getattr(prompt, "plain", prompt)).startswith(title)
 
 
 async def test_help_over_plan_then_both_closed(offline_app: Callable[..., SparkApp]) -> None:
@@ -27,6 +42,7 @@ async def test_help_over_plan_then_both_closed(offline_app: Callable[..., SparkA
         await wait_for(pilot, lambda: _stack(app)[-1] == "PlanScreen", 5, "the plan")
         await fuzz.press(app, "ctrl+p", *"help")
         await asyncio.sleep(0.6)  # the palette searches in batches
+        await wait_for(pilot, lambda: _found(app, "Help"), 5, "the palette's help command")
         await fuzz.press(app, "enter")
         await wait_for(pilot, lambda: _stack(app)[-1] == "HelpScreen", 5, "help over the plan")
         await fuzz.press(app, "question_mark")

@@ -121,8 +121,12 @@ def test_walkthrough_under_tmux(console: dict[str, str]) -> None:
     assert sum("demo.engine" in p for p in running) >= 4 and any(p.endswith("-m sparktui") for p in running)
     _keys("g")  # side by side
     _keys("/")
+    # keys typed before the grep input has the focus are the console's own ('r' is restart)
+    _until(lambda: "a leading ! keeps" in _screen(), 10, "the grep input")
     _type("ready|tick")
     _keys("Enter")
+    _until(lambda: "a leading ! keeps" not in _screen() and "ready|tick" in _screen(), 10,
+           "the grep kept")
     time.sleep(0.5)
     _keys("r")
     _until(lambda: "only (r)" in _screen(), 10, "the restart dialog")
