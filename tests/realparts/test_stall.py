@@ -26,8 +26,8 @@ from tests.ui.conftest import wait_for
 
 pytestmark = pytest.mark.realparts
 
-STALL_S = 4
-TIMEOUT_S = 24
+STALL_S = 3
+TIMEOUT_S = 12
 NCCL = "NCCL INFO comm 0x7f3a5c0002 rank 2 nranks 4"
 
 
@@ -45,7 +45,7 @@ def recipe(testbed: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     for old, new in [
         ('[boot]\ntimeout = "20m"\n', f'[boot]\ntimeout = "{TIMEOUT_S}s"\nstall = "{STALL_S}s"\n'),
         ('DSV41_LAUNCHER = "tp4"\n', 'DSV41_LAUNCHER = "tp4"\nSPARKTUI_DEMO_HANG_RANK = "2"\n'
-                                     'SPARKTUI_DEMO_BOOT_SECONDS = "12"\n'),
+                                     'SPARKTUI_DEMO_BOOT_SECONDS = "7"\n'),
     ]:
         assert text.count(old) == 1, old
         text = text.replace(old, new)

@@ -25,9 +25,10 @@ def _found(app: SparkApp, title: str) -> bool:
     screen = app.screen
     if not isinstance(screen, CommandPalette):
         return False
-    hits = screen.query_one(CommandList)
-    if hits.option_count == 0:
+    found = screen.query(CommandList)  # not there yet while the palette mounts
+    if not found or found.first().option_count == 0:
         return False
+    hits = found.first()
     prompt = hits.get_option_at_index(hits.highlighted or 0).prompt
     return str(getattr(prompt, "plain", prompt)).startswith(title)
 
