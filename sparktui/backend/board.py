@@ -252,11 +252,10 @@ class Board:
         if stall is None and old is None:
             return
         if stall is not None:
-            text = self.redactor.text(stall.sentence)
             if self.run is not None:
                 self.run.event("stall", **stall.to_json())  # masked as every event is
             self.emit(StallChanged(stall))
-            self.notice("warning", f"boot stalled: {text}")
+            self.notice("warning", f"boot stalled: {stall.sentence}")  # masked as every notice
         else:
             assert old is not None
             if self.run is not None:

@@ -20,6 +20,7 @@ import time
 
 from sparktui.backend.board import Board
 from sparktui.backend.events import CanaryChanged
+from sparktui.backend.health import PROBE_HOST
 from sparktui.backend.http import Opener, request
 from sparktui.core.canary import FAILURES_TO_WEDGE, CanaryRecord
 from sparktui.core.engines import engine
@@ -27,7 +28,6 @@ from sparktui.core.plan import LivenessPlan
 from sparktui.core.ranks import Cause
 from sparktui.core.rankstate import RankState
 
-PROBE_HOST = "127.0.0.1"  # the head as its own node sees it (as ``health.PROBE_HOST``)
 UP: frozenset[RankState] = frozenset({"ready", "wedged"})
 """A rank whose group formed and still runs: the canary asks such a group only."""
 

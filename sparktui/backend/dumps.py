@@ -122,7 +122,8 @@ class Dumper:
                 pid = main.pid
                 how, note, stacks = await self.stacks(info, cid, main)
         await self.refresh()
-        return RankDump(info.rank, node, how, stacks, self.mask(note), procs, self.tail(info.rank),
+        last = await asyncio.to_thread(self.tail, info.rank)  # hours of log: not on the loop
+        return RankDump(info.rank, node, how, stacks, self.mask(note), procs, last,
                         time.monotonic() - started, pid)
 
     async def stacks(self, info: RankInfo, cid: str, main: Proc) -> tuple[str, str, list[str]]:
@@ -142,7 +143,7 @@ class Dumper:
             return "none", (f"{tried}; {self.board.plan.engine} has no stack signal: "
                             "install py-spy in the image"), []
         await self.refresh()
-        start = self.run.log(info.rank).lines + 1
+        start = await asyncio.to_thread(lambda: self.run.log(info.rank).lines + 1)
         await self.runtime.send_signal(node, cid, main.pid, sig)
         return sig, tried, await self._printed(info.rank, start)
 
@@ -154,7 +155,8 @@ class Dumper:
         while time.monotonic() < deadline:
             await asyncio.sleep(POLL_S)
             await self.refresh()
-            now = stack_lines([t for _n, _ts, t in self.run.log(rank).read(start)])
+            now = stack_lines(await asyncio.to_thread(
+                lambda: [t for _n, _ts, t in self.run.log(rank).read(start)]))
             if len(now) != len(found):
                 found, grew = now, time.monotonic()
             elif found and time.monotonic() - grew >= SIGNAL_QUIET_S:
@@ -172,9 +174,12 @@ async def dump_ranks(board: Board, runtime: Processes, run: Run,
     started = time.monotonic()
     dumper = Dumper(board, runtime, run, refresh)
     ranks = list(await asyncio.gather(*(dumper.one(i) for i in board.ranks)))
-    folder = private_dir(run.dir / "dumps" / stamp())
-    for d in ranks:
-        write_private(folder / f"rank{d.rank}.txt", d.text())
+    def save() -> Path:
+        folder = private_dir(run.dir / "dumps" / stamp())
+        for d in ranks:
+            write_private(folder / f"rank{d.rank}.txt", d.text())
+        return folder
+    folder = await asyncio.to_thread(save)
     seconds = time.monotonic() - started
     run.event("dump", folder=str(folder), seconds=round(seconds, 2),
               ranks={str(d.rank): d.how for d in ranks})

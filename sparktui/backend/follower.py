@@ -19,9 +19,9 @@ from sparktui.backend.runtime import Containers, ContainerState, RuntimeLost
 from sparktui.core import timing
 from sparktui.core.checks import BootChecks, Check
 from sparktui.core.errors import sentence
-from sparktui.core.procs import stack_line
 from sparktui.core.ranks import LAST_LINES, Cause, RankInfo
 from sparktui.core.runstore import Run, last_restarts, ts_epoch
+from sparktui.core.stall import last_progress, progress
 
 RECONNECT_FIRST_S = 0.5
 RECONNECT_MAX_S = 5.0
@@ -121,10 +121,9 @@ class LogFollower:
         if run is not board.run:
             return
         info.last_lines.extend(text for _, _, text in numbered[-LAST_LINES:])
-        for _, ts, text in reversed(numbered):  # the last that is not a request's (a probe's)
-            if not board.checks.request_line(text) and not stack_line(text):
-                info.last_line_at, info.last_line = ts_epoch(ts) or time.time(), text
-                break
+        said = last_progress(numbered, board.checks.request_line)
+        if said is not None:
+            info.last_line_at, info.last_line = ts_epoch(said[0]) or time.time(), said[1]
         seen = timing.enabled() and board.checks.ready_seen(info.rank)
         updates = board.checks.feed(info.rank, [(no, text) for no, _, text in numbered])
         if timing.enabled() and numbered:
@@ -161,8 +160,7 @@ class LogFollower:
                 checks.reset(info.rank)
             info.last_lines.extend(text for _, text in batch[-LAST_LINES:])
             last = (await asyncio.to_thread(run.log(info.rank).last,
-                                            lambda text: not checks.request_line(text)
-                                            and not stack_line(text))
+                                            lambda text: progress(text, checks.request_line))
                     if batch else None)
             if last is not None and info.last_line_at is None:
                 info.last_line_at, info.last_line = ts_epoch(last[0]), last[1]

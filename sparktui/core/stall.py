@@ -10,9 +10,10 @@ Pure: the Board's boot watch asks it on every tick.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from sparktui.core.procs import stack_line
 from sparktui.core.units import format_duration
 
 LINE_CHARS = 100
@@ -59,6 +60,22 @@ class Stall:
                 "every": self.every, "ranks": list(self.ranks),
                 "others": [{"ranks": list(r), "line": line} for r, line in self.others],
                 "sentence": self.sentence}
+
+
+def progress(text: str, request_line: Callable[[str], bool]) -> bool:
+    """Whether a line shows the rank getting on with its boot: not one about a request served
+    (sparktui's own probes write one a second) nor a stack dump's (a dump's signal makes every
+    rank print one)."""
+    return not request_line(text) and not stack_line(text)
+
+
+def last_progress(lines: Sequence[tuple[int, str, str]],
+                  request_line: Callable[[str], bool]) -> tuple[str, str] | None:
+    """``(ts, text)`` of the last ``progress`` line of a batch ``(line_no, ts, text)``."""
+    for _, ts, text in reversed(lines):
+        if progress(text, request_line):
+            return ts, text
+    return None
 
 
 def quote(line: str | None) -> str:

@@ -41,8 +41,8 @@ from sparktui.core.canary import CanaryRecord
 from sparktui.core.controls import visible
 from sparktui.core.engines import engine
 from sparktui.core.errors import SetupError, sentence
-from sparktui.core.procs import stack_line
 from sparktui.core.runstore import ts_epoch
+from sparktui.core.stall import last_progress
 from sparktui.ui.bridge import EventBridge
 from sparktui.ui.console_state import ConsoleState
 from sparktui.ui.formatting import bar
@@ -403,14 +403,11 @@ class MainScreen(Screen[None]):
         if self.store.run_id is not None and event.run_id != self.store.run_id:
             return  # a follower of an earlier run still draining
         added = self.store.add(event.rank, event.lines)
-        if event.lines and self.session is not None:
-            said = engine(self.session.plan.engine).request_line  # a probe's line is no progress
-            for _, ts, text in reversed(event.lines):
-                if not said(text) and not stack_line(text):
-                    at = ts_epoch(ts)
-                    if at is not None:
-                        self.ranks_table.last_line_at[event.rank] = at
-                    break
+        if event.lines and self.session is not None:  # the quiet column: as the backend counts
+            said = last_progress(event.lines, engine(self.session.plan.engine).request_line)
+            at = ts_epoch(said[0]) if said is not None else None
+            if at is not None:
+                self.ranks_table.last_line_at[event.rank] = at
         if added:
             self.logs.lines_added(added)
 
