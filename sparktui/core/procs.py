@@ -209,11 +209,9 @@ class EngineTrack:
         self.seen = False
         self.cpu_s: float | None = None
         self.still = 0  # samples in a row with the same CPU time and no new line
-        self.interval = 0.0
 
     def add(self, sample: EngineSample, log_moved: bool, interval: float) -> tuple[EngineView, bool]:
         """The view after this sample, and whether the engine is gone (seen before, not now)."""
-        self.interval = interval
         if sample.main is None:
             gone = self.seen and sample.runs_on
             said = ("its engine process is gone" if gone else "its engine process ended"
