@@ -159,6 +159,7 @@ class RankSnapshot:
     failed_at: float | None = None  # epoch of the failure on the node
     cause: Cause | None = None
     engine: EngineView | None = None  # its engine process, as last sampled (``core.procs``)
+    last_line_at: float | None = None  # epoch of its last line that shows progress (``quiet``)
 
     @property
     def reason(self) -> str:
@@ -259,7 +260,8 @@ class RankInfo:
     def snapshot(self) -> RankSnapshot:
         return RankSnapshot(self.rank, self.node.name, self.state, self.detail, self.container_id,
                             self.exit_code, self.restarts, self.health, self.started,
-                            self.has_container, self.failed_at, self.cause, self.engine)
+                            self.has_container, self.failed_at, self.cause, self.engine,
+                            self.last_line_at)
 
 
 def ready_now(info: RankInfo, engine: Engine, *, line_seen: bool, head_line_seen: bool,

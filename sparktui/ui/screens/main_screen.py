@@ -417,6 +417,9 @@ class MainScreen(Screen[None]):
             return
         if snap.state == "creating":  # a new launch of the rank: its last line was the last's
             self.ranks_table.last_line_at.pop(snap.rank, None)
+        elif snap.last_line_at is not None:  # what an attach read from the run's files
+            seen = self.ranks_table.last_line_at.get(snap.rank, 0.0)
+            self.ranks_table.last_line_at[snap.rank] = max(seen, snap.last_line_at)
         failure = self.state.rank_changed(snap)
         self.ranks_table.snapshots = self.state.snapshots(self.store.world)
         if failure is not None:
