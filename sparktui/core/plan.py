@@ -127,6 +127,20 @@ class LivenessPlan:
 
 
 @dataclass(frozen=True)
+class MemoryPlan:
+    """The recipe's ``[memory]`` guard, resolved to bytes and seconds (``limit`` is in each
+    rank's container, as it changes what runs)."""
+
+    floor: int
+    stop_at: int | None
+    restart_margin: int
+    restart_wait_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Plan:
     recipe_name: str
     recipe_slug: str
@@ -147,6 +161,9 @@ class Plan:
     the job script, each rank's step); derived from the rest, so not hashed."""
     liveness: LivenessPlan | None = None
     """The canary after ready; what is asked of a running group, not what runs: not hashed."""
+    memory: MemoryPlan | None = None
+    """The memory guard and the restarts' wait (``[memory]``): watched, not run: not hashed.
+    None only in a hand-built plan; ``build_plan`` always sets it."""
 
     @property
     def world(self) -> int:
@@ -170,6 +187,7 @@ class Plan:
             "boot": self.boot.to_json(),
             **({"runner": [{"title": t, "text": x} for t, x in self.runner]} if self.runner else {}),
             **({"liveness": self.liveness.to_json()} if self.liveness is not None else {}),
+            **({"memory": self.memory.to_json()} if self.memory is not None else {}),
         }
 
 
@@ -324,6 +342,8 @@ def build_plan(recipe: Recipe, cluster: Cluster, secret_key: bytes | None = None
         distributed_backend=spec.distributed_backend,
         liveness=LivenessPlan(spec.liveness.every_s, spec.liveness.timeout_s,
                               spec.liveness.max_tokens) if spec.liveness is not None else None,
+        memory=MemoryPlan(spec.memory.floor_bytes, spec.memory.stop_at_bytes,
+                          spec.memory.restart_margin_bytes, spec.memory.restart_wait_s),
     )
     digest = plan_hash(plan.to_json(conceal=keyed(secret_key) if secret_key else masked))
     for r in ranks:  # after the hash: who starts a plan does not change what it runs

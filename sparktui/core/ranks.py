@@ -36,7 +36,7 @@ CauseCode = Literal["boot_timeout", "fatal_line", "exited", "no_exit_code", "not
                     "removed_outside", "group_fell", "peer_restarted", "could_not_start",
                     "image_missing", "staging", "stopped_exit", "removed_by_down", "held",
                     "unreachable", "queued", "lost", "canary",
-                    "engine_gone"]
+                    "engine_gone", "memory", "oom_killed", "memory_wait"]
 """Why a rank is in its state, as a code: what the board sets and the console and CLI read.
 The sentence shown (``Cause.sentence``) and its short form (``Cause.reason``) derive from it."""
 
@@ -94,6 +94,12 @@ class Cause:
                 return "the canary completion failed twice in a row"
             case "engine_gone":
                 return "its engine process is gone; the container still runs"
+            case "memory":
+                return "memory"
+            case "oom_killed":
+                return "killed by the kernel"
+            case "memory_wait":
+                return "waiting for memory to come back"
             case _:
                 assert_never(self.code)
 

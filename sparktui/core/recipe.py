@@ -19,6 +19,7 @@ from pydantic import (
     Tag,
     ValidationError,
     WithJsonSchema,
+    model_validator,
 )
 
 from sparktui.core import engines
@@ -213,6 +214,48 @@ class Liveness(StrictModel):
         return parse_duration(self.timeout)
 
 
+class MemoryPolicy(StrictModel):
+    """Memory before it wedges the host (unified memory on a Spark: GPU and CPU share the box's
+    pool). Every node's available memory is watched while ranks boot and serve: under
+    ``floor`` a warning, under ``stop_at`` the ranks on that node are stopped and the group
+    failed with the figures, before the node takes sparktui's own SSH session down."""
+
+    floor: Size = Field(default="4GiB", description="Warn when a node's available memory is "
+                        "below this")
+    stop_at: Size | None = Field(default="1GiB", description="Stop the launch when a node's "
+                                 "available memory falls below this (unset: never stop)")
+    limit: Size | None = Field(default=None, description="Each rank's container memory limit "
+                               "(Docker --memory; Slurm --mem); unset: no limit")
+    restart_margin: Size = Field(default="2GiB", description="A restart waits until each node's "
+                                 "available memory is within this of what it was before the "
+                                 "launch")
+    restart_wait: Duration = Field(default="5m", description="How long a restart waits for "
+                                   "memory to come back before it goes on anyway (and says so)")
+
+    @model_validator(mode="after")
+    def _stop_below_floor(self) -> MemoryPolicy:
+        if self.stop_at is not None and parse_size(self.stop_at) >= parse_size(self.floor):
+            raise ValueError(f"stop_at ({self.stop_at}) must be below floor ({self.floor}): the "
+                             "warning comes before the stop")
+        return self
+
+    @property
+    def floor_bytes(self) -> int:
+        return parse_size(self.floor)
+
+    @property
+    def stop_at_bytes(self) -> int | None:
+        return parse_size(self.stop_at) if self.stop_at is not None else None
+
+    @property
+    def restart_margin_bytes(self) -> int:
+        return parse_size(self.restart_margin)
+
+    @property
+    def restart_wait_s(self) -> float:
+        return parse_duration(self.restart_wait)
+
+
 class RecipeSpec(StrictModel):
     """The recipe file's schema."""
 
@@ -245,6 +288,7 @@ class RecipeSpec(StrictModel):
     restart: RestartPolicy = Field(default_factory=RestartPolicy)
     liveness: Liveness | None = Field(
         default=None, description="A canary completion after ready (off when the table is absent)")
+    memory: MemoryPolicy = Field(default_factory=MemoryPolicy)
 
     @property
     def api_port(self) -> int:
