@@ -1,0 +1,68 @@
+"""A node's memory as the kernel tells it: ``MemAvailable`` and, where the kernel has it, the
+pressure stall information of ``/proc/pressure/memory``.
+
+On a DGX Spark the GPU and CPU share the box's pool, so ``MemAvailable`` is what decides
+whether a boot survives: the fit check, the memory guard and the restarts' wait all read this
+one sample. It is one fixed script of shell builtins (no fork but the loop's ``sleep``), so the
+guard can run it every second on every node.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sparktui.core.telemetry import parse_meminfo
+
+MEM_END = "---sparktui-mem---"
+NO_PSI = "no-psi"
+
+MEMORY_SCRIPT = (
+    "while IFS= read -r l; do case $l in MemTotal:*|MemAvailable:*) echo \"$l\";; esac; "
+    "done < /proc/meminfo; "
+    "if [ -r /proc/pressure/memory ]; then while IFS= read -r l; do echo \"psi $l\"; done "
+    "< /proc/pressure/memory; else echo " + NO_PSI + "; fi"
+)
+
+_PSI = re.compile(r"^psi (some|full) avg10=([0-9.]+) avg60=([0-9.]+)")
+
+
+@dataclass(frozen=True)
+class NodeMemory:
+    """One reading: bytes, and PSI's share of the last 10 s that some (or every) task waited
+    for memory, in percent (None where the kernel has no PSI)."""
+
+    total: int
+    available: int
+    psi_some10: float | None = None
+    psi_full10: float | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {"total": self.total, "available": self.available,
+                "psi_some10": self.psi_some10, "psi_full10": self.psi_full10}
+
+
+def memory_argv() -> list[str]:
+    return ["sh", "-c", MEMORY_SCRIPT, "sparktui-memory"]
+
+
+def memory_loop_argv(interval: float) -> list[str]:
+    """The same reading every ``interval`` seconds from one long-lived command, each ended by
+    ``MEM_END``: no process or channel per reading."""
+    loop = f"while :; do {{ {MEMORY_SCRIPT}; }}; echo {MEM_END}; sleep \"$0\"; done"
+    return ["sh", "-c", loop, f"{interval:g}"]
+
+
+def parse_memory(text: str) -> NodeMemory:
+    """The output of ``memory_argv``; ValueError when it holds no ``MemTotal`` (not a Linux
+    node, or the command did not run)."""
+    fields = parse_meminfo("\n".join(line for line in text.splitlines() if not line.startswith("psi ")))
+    if "MemTotal" not in fields:
+        raise ValueError("no MemTotal in /proc/meminfo")
+    psi: dict[str, float] = {}
+    for line in text.splitlines():
+        m = _PSI.match(line)
+        if m:
+            psi[m.group(1)] = float(m.group(2))
+    return NodeMemory(fields["MemTotal"], fields.get("MemAvailable", 0),
+                      psi.get("some"), psi.get("full"))
