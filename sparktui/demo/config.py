@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from .lines import ENGINE_NAME
+from .memory import parse_size
 
 
 class Config(NamedTuple):
@@ -38,6 +39,10 @@ class Config(NamedTuple):
     headless: bool = False  # vLLM --headless: a worker that opens no port
     argv: tuple[str, ...] = ()  # the whole command line, for the dump of the arguments
     hang_rank: int | None = None  # this rank goes silent after its NCCL line (--demo-hang-rank)
+    alloc: int = 0  # bytes to take in steps from weight loading on, and hold (--demo-alloc)
+    alloc_step: int = 64 * 2**20
+    alloc_every: float = 0.5
+    alloc_rank: int | None = None  # only this rank allocates (default: every rank)
 
 
 _ENV = {
@@ -50,6 +55,10 @@ _ENV = {
     "rendezvous_timeout": "SPARKTUI_DEMO_RENDEZVOUS_TIMEOUT",
     "engine": "SPARKTUI_DEMO_ENGINE",
     "hang_rank": "SPARKTUI_DEMO_HANG_RANK",
+    "alloc": "SPARKTUI_DEMO_ALLOC",
+    "alloc_step": "SPARKTUI_DEMO_ALLOC_STEP",
+    "alloc_every": "SPARKTUI_DEMO_ALLOC_EVERY",
+    "alloc_rank": "SPARKTUI_DEMO_ALLOC_RANK",
 }
 
 VLLM_MASTER_PORT = 29501  # vLLM's default --master-port
@@ -107,7 +116,8 @@ Every other --flag [value] (the rest of the engine's flags) is accepted and igno
 Each demo switch can also come from the environment (a flag wins):
   SPARKTUI_DEMO_BOOT_SECONDS, SPARKTUI_DEMO_FAIL_RANK, SPARKTUI_DEMO_FAIL_AFTER,
   SPARKTUI_DEMO_STALL=1, SPARKTUI_DEMO_FLOOD, SPARKTUI_DEMO_TICK, SPARKTUI_DEMO_RENDEZVOUS_TIMEOUT,
-  SPARKTUI_DEMO_ENGINE, SPARKTUI_DEMO_HANG_RANK
+  SPARKTUI_DEMO_ENGINE, SPARKTUI_DEMO_HANG_RANK, SPARKTUI_DEMO_ALLOC, SPARKTUI_DEMO_ALLOC_STEP,
+  SPARKTUI_DEMO_ALLOC_EVERY, SPARKTUI_DEMO_ALLOC_RANK
 The dump of the arguments (SGLang's server_args=ServerArgs(...), vLLM's non-default args) can
 show flags that did not take effect: SPARKTUI_DEMO_CLAMP="field=value[@rank],..." prints the
 field with that value (on that rank only), SPARKTUI_DEMO_DROP="field[@rank],..." leaves it out.
@@ -154,6 +164,12 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--demo-stall", action="store_true", default=None, help="never become ready")
     demo.add_argument("--demo-hang-rank", metavar="R", default=None,
                       help="rank R goes silent after its NCCL line, the others go on")
+    demo.add_argument("--demo-alloc", metavar="SIZE", default=None,
+                      help="from weight loading on, take SIZE of memory in steps and hold it")
+    demo.add_argument("--demo-alloc-step", metavar="SIZE", default=None, help="one step (64M)")
+    demo.add_argument("--demo-alloc-every", metavar="S", default=None, help="a step every S s (0.5)")
+    demo.add_argument("--demo-alloc-rank", metavar="R", default=None,
+                      help="only rank R allocates (default: every rank)")
     demo.add_argument("--demo-flood", metavar="LPS", default=None, help="after ready, LPS log lines/s")
     demo.add_argument("--demo-tick", metavar="S", default=None, help="after ready, 'demo tick <n>' every S s")
     demo.add_argument("--demo-rendezvous-timeout", metavar="S", default=None, help="rendezvous budget (120)")
@@ -245,6 +261,19 @@ def parse_config(argv: Sequence[str] | None = None, env: dict[str, str] | None =
     fail_rank = num("fail_rank", None, integer=True)
     fail_after = num("fail_after", None)
     hang_rank = num("hang_rank", None, integer=True)
+    def size(key: str, default: int) -> int:
+        found = pick(key)
+        if found is None:
+            return default
+        try:
+            return parse_size(found[1])
+        except ValueError as exc:
+            parser.error(f"{found[0]}: {exc}")
+
+    alloc, alloc_step = size("alloc", 0), size("alloc_step", 64 * 2**20)
+    if alloc_step <= 0:
+        parser.error("--demo-alloc-step must be above 0")
+    alloc_rank = num("alloc_rank", None, integer=True)
     if fail_after is not None and fail_rank is None:
         fail_rank = 0
     model_path: str = model
@@ -269,4 +298,8 @@ def parse_config(argv: Sequence[str] | None = None, env: dict[str, str] | None =
         headless=headless,
         argv=tuple(sys.argv[1:] if argv is None else argv),
         hang_rank=None if hang_rank is None else int(hang_rank),
+        alloc=alloc,
+        alloc_step=alloc_step,
+        alloc_every=num("alloc_every", 0.5) or 0.0,
+        alloc_rank=None if alloc_rank is None else int(alloc_rank),
     )
