@@ -35,6 +35,7 @@ from sparktui.backend.imagesync import (
     SyncReport,
     check_images,
 )
+from sparktui.backend.memwait import RestartWait, take_baseline
 from sparktui.backend.nodeshell import NodeError, NodeShell
 from sparktui.backend.owners import (
     Held,
@@ -67,6 +68,7 @@ from sparktui.core.cluster import Cluster, Node
 from sparktui.core.dockerview import short_id
 from sparktui.core.errors import SparkError, sentence
 from sparktui.core.linefilter import LineFilter
+from sparktui.core.memwait import Baseline, baselines_of, open_wait
 from sparktui.core.names import UnsafeName, is_safe
 from sparktui.core.ownership import Adoptions, default_owner, owner_name, owner_of
 from sparktui.core.plan import LABEL_CLUSTER, LABEL_PLAN, LABEL_RANK, LABEL_RECIPE, Plan, RankPlan
@@ -133,6 +135,8 @@ class Orchestrator:
         self.adoptions = Adoptions(state_root)
         self.scanners = ScannerPool()  # the console's grep over a run's files, started ahead
         self._adopted: set[str] = set()  # container ids this owner took over (adopted.json)
+        self.baselines: dict[str, Baseline] = {}
+        """Each node's memory before the launch (``memory-baseline``): what a restart waits for."""
         self.held: list[Held] = []
         """Other owners' containers of this recipe, as the last attach found them: shown, never
         touched without ``adopt``."""
@@ -284,6 +288,7 @@ class Orchestrator:
             self.board.notice("warning", held_notice(self.recipe.slug, self.cluster.name,
                                                      self.owner, self.held))
         if not found:
+            self._restore_wait(self.store.latest(self.recipe.slug))
             return False
         run_id = sorted(run_ids)[-1] if run_ids else None
         run = None
@@ -298,6 +303,7 @@ class Orchestrator:
             run.write_plan(self.plan)
         self._start_run(run, fresh=False)
         self._restore_counts(run)
+        self._restore_wait(run)
         await self.follower.replay_checks(run)
         self.board.boot_started = time.monotonic()
         for info in self.ranks:
@@ -312,6 +318,18 @@ class Orchestrator:
             rank = ev.get("rank")
             if ev.get("kind") == "restart" and isinstance(rank, int) and 0 <= rank < len(self.ranks):
                 self.ranks[rank].restarts += 1
+
+    def _restore_wait(self, run: Run | None) -> None:
+        """The launch's memory baseline from the run's events, and a restart's wait another
+        process is in now: its ranks shown ``restarting`` with the wait's figures."""
+        if run is None:
+            return
+        events = run.events()
+        self.baselines = baselines_of(events)
+        for rank, text in open_wait(events, time.time()).items():
+            if 0 <= rank < len(self.ranks) and not self.ranks[rank].has_container:
+                info = self.ranks[rank]
+                info.state, info.cause = "restarting", Cause("memory_wait", text=text)
 
     async def add_check(self, pattern: str, ranks: str | list[int]) -> tuple[Check, BootChecks]:
         """A must-show check added by the operator: evaluated on everything the run captured,
@@ -497,6 +515,7 @@ class Orchestrator:
                 for r in failed:
                     self.board.notice("error", r.error or f"{r.node}: staging failed")
                 return
+        self.baselines = await take_baseline(self.board, run, self.shells, self.nodes)
         self.board.boot_started = time.monotonic()
         await self._launch_in_order(self.ranks)
         self._start_background()
@@ -669,6 +688,9 @@ class Orchestrator:
                 info.stopping = False
             return old
 
+        waiter = RestartWait(self.board, run, self.plan.memory, self.runtime, self.shells,
+                             self.baselines, infos)
+        await waiter.remember()  # a local rank's processes are known by their tree until removed
         olds = await asyncio.gather(*(stop(info) for info in infos))
         self.adoptions.forget([old for old in olds if old])  # the new ones carry our label
         for info, old in zip(infos, olds, strict=True):
@@ -681,6 +703,7 @@ class Orchestrator:
                       line=run.log(info.rank).lines)
             self.checks.reset(info.rank)
             info.exit_code, info.health = None, None
+        await waiter.wait()  # memory back and the old processes gone, or its time is up
         self.board.boot_started = time.monotonic()
         self.board.changed.clear()
         await self._launch_in_order(infos, "workers-first")
