@@ -156,6 +156,11 @@ class RestartWait:
             cause = Cause("memory_wait", text=w.text) if not w.done else None
             figures = w.figures if cause is not None else None
             for info in self._ranks_of(w.node):
+                if info.state == "stopped" and cause is not None:
+                    # the follower saw the old container's exit (our stop): it waits again
+                    self.board.set_state(info, "restarting", cause)
+                    self._shown[info.rank] = (figures, now)
+                    continue
                 mine = info.cause is not None and info.cause.code == "memory_wait"
                 if info.state != "restarting" or (cause is None and not mine):
                     continue
@@ -217,9 +222,12 @@ class RestartWait:
         if no_base:
             self.board.notice("info", "no memory reading from before the launch on "
                               f"{', '.join(no_base)}: the restart does not wait for memory there")
+        by_why: dict[str, list[str]] = {}
         for node, why in self.not_looked.items():
-            self.board.notice("info", f"{node}: the old container's processes are not looked "
-                              f"for ({why}); the restart does not wait for them")
+            by_why.setdefault(why, []).append(node)
+        for why, nodes in by_why.items():
+            self.board.notice("info", f"{', '.join(nodes)}: the old containers' processes are not "
+                              f"looked for ({why}); the restart does not wait for them")
 
 
 def _done(w: NodeWait) -> NodeWait:
