@@ -56,10 +56,9 @@ async def node_leftovers(shell: NodeShell, container_id: str) -> list[int]:
         raise NodeError(shell.node.name, f"its old processes could not be listed: {why}") from None
 
 
-async def take_baseline(board: Board, run: Run, shells: Mapping[str, NodeShell],
-                        nodes: Sequence[Node]) -> dict[str, Baseline]:
-    """Every node's memory now, recorded as the launch's baseline (``memory-baseline`` in the
-    run's events); a node that cannot be read is said, and its restarts will not wait on it."""
+async def read_baseline(shells: Mapping[str, NodeShell],
+                        nodes: Sequence[Node]) -> dict[str, Baseline | str]:
+    """Every node's memory now, or why it cannot be read (a sentence)."""
     names = list(dict.fromkeys(n.name for n in nodes))
 
     async def one(name: str) -> Baseline | str:
@@ -72,12 +71,19 @@ async def take_baseline(board: Board, run: Run, shells: Mapping[str, NodeShell],
             return sentence(exc)
         return Baseline(name, mem.available, mem.total)
 
-    got = await asyncio.gather(*(one(n) for n in names))
-    found = {b.node: b for b in got if isinstance(b, Baseline)}
-    missing = {name: why for name, why in zip(names, got, strict=True) if isinstance(why, str)}
+    return dict(zip(names, await asyncio.gather(*(one(n) for n in names)), strict=True))
+
+
+def record_baseline(board: Board, run: Run, shells: Mapping[str, NodeShell],
+                    got: Mapping[str, Baseline | str]) -> dict[str, Baseline]:
+    """``read_baseline``'s readings recorded as the launch's baseline (``memory-baseline`` in
+    the run's events); a node that could not be read is said, and its restarts will not wait
+    on it (a runtime with no shell on its nodes: said at each restart instead)."""
+    found = {n: b for n, b in got.items() if isinstance(b, Baseline)}
+    missing = {n: why for n, why in got.items() if isinstance(why, str)}
     run.event(BASELINE_EVENT, nodes=[b.to_json() for b in found.values()],
               missing=[{"node": n, "why": w} for n, w in missing.items()])
-    unread = {n: w for n, w in missing.items() if n in shells}  # no shell: said at a restart
+    unread = {n: w for n, w in missing.items() if n in shells}
     if unread:
         board.notice("warning", "no memory reading before the launch on "
                      + "; ".join(f"{n} ({w})" for n, w in unread.items())

@@ -150,12 +150,12 @@ class NodeWait:
 
     def _memory_text(self) -> str:
         need = self.needed
+        if need is None or self.baseline is None:
+            return f"{self.node}: no memory reading from before the launch: not waited on"
         if self.available is None:
             return (f"{self.node}: its memory could not be read, not waited on "
                     f"({self.why or 'no reason given'})")
         have = f"{self.node}: {format_bytes(self.available)} available"
-        if need is None or self.baseline is None:
-            return f"{have} (no reading from before the launch: not waited on)"
         was = f"{format_bytes(self.baseline)} before the launch, less {format_bytes(self.margin)}"
         if self.available >= need:
             return f"{have}, back to {format_bytes(need)} or more ({was})"

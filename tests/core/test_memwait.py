@@ -45,7 +45,7 @@ def test_back_within_the_margin_but_one_process_left() -> None:
 
 def test_no_baseline_or_no_reading_is_said_and_not_waited_on() -> None:
     none = NodeWait("n", 5 * GIB, None, 2 * GIB, None, 1, left_why="slurm")
-    assert none.done and "no reading from before the launch: not waited on" in none.text
+    assert none.done and none.text == "n: no memory reading from before the launch: not waited on; 1 s"
     unread = NodeWait("n", None, 9 * GIB, GIB, (), 1, why="n: connection lost")
     assert unread.done and "could not be read, not waited on (n: connection lost)" in unread.text
 
