@@ -470,6 +470,10 @@ class Orchestrator:
         ``NameClash``, which names each), and no rank's API port may be taken on its node
         (``port_check``; else ``PortsInUse``, which names each: the rank would fail at bind
         after the others had started)."""
+        # each node's memory before the launch, read while attach and the checks run (nothing of
+        # the launch runs yet: 0.5 s on the test cluster read after them); after staging, if any
+        early = (None if self.plan.staging else
+                 asyncio.create_task(read_baseline(self.shells, self.nodes)))
         mark("up: attach")
         attached = await self.attach(follow=False, adopt=adopt, say_held=False)
         blocking = [h for h in self.held if not self.ranks[h.rank].has_container]
@@ -479,10 +483,6 @@ class Orchestrator:
             self.board.notice("info", "ranks are already running: reattached, nothing relaunched")
             self.start_following()
             return
-        # each node's memory before the launch, read while the checks run (nothing of the launch
-        # runs yet: 0.5 s on the test cluster when read after them); after staging, if any
-        early = (None if self.plan.staging else
-                 asyncio.create_task(read_baseline(self.shells, self.nodes)))
         if image_check and isinstance(self.runtime, Images):
             mark("up: image check")
             check = await self.check_images()
