@@ -470,10 +470,6 @@ class Orchestrator:
         ``NameClash``, which names each), and no rank's API port may be taken on its node
         (``port_check``; else ``PortsInUse``, which names each: the rank would fail at bind
         after the others had started)."""
-        # each node's memory before the launch, read while attach and the checks run (nothing of
-        # the launch runs yet: 0.5 s on the test cluster read after them); after staging, if any
-        early = (None if self.plan.staging else
-                 asyncio.create_task(read_baseline(self.shells, self.nodes)))
         mark("up: attach")
         attached = await self.attach(follow=False, adopt=adopt, say_held=False)
         blocking = [h for h in self.held if not self.ranks[h.rank].has_container]
@@ -519,7 +515,8 @@ class Orchestrator:
                 for r in failed:
                     self.board.notice("error", r.error or f"{r.node}: staging failed")
                 return
-        self.baselines = record_baseline(self.board, run, self.shells, await early if early else
+        # each node's memory just before the first container starts: what a restart waits for
+        self.baselines = record_baseline(self.board, run, self.shells,
                                          await read_baseline(self.shells, self.nodes))
         self.board.boot_started = time.monotonic()
         await self._launch_in_order(self.ranks)
