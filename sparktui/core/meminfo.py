@@ -48,8 +48,10 @@ def memory_argv() -> list[str]:
 
 def memory_loop_argv(interval: float) -> list[str]:
     """The same reading every ``interval`` seconds from one long-lived command, each ended by
-    ``MEM_END``: no process or channel per reading."""
-    loop = f"while :; do {{ {MEMORY_SCRIPT}; }}; echo {MEM_END}; sleep \"$0\"; done"
+    ``MEM_END``: no process or channel per reading. The ``sleep`` holds no end of the output:
+    when the loop is ended its output closes at once, not a ``sleep`` later."""
+    loop = (f"while :; do {{ {MEMORY_SCRIPT}; }}; echo {MEM_END}; "
+            "sleep \"$0\" </dev/null >/dev/null 2>&1; done")
     return ["sh", "-c", loop, f"{interval:g}"]
 
 
