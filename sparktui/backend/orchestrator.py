@@ -35,6 +35,7 @@ from sparktui.backend.imagesync import (
     SyncReport,
     check_images,
 )
+from sparktui.backend.memguard import MemoryWatch
 from sparktui.backend.memwait import RestartWait, read_baseline, record_baseline
 from sparktui.backend.nodeshell import NodeError, NodeShell
 from sparktui.backend.owners import (
@@ -68,6 +69,7 @@ from sparktui.core.cluster import Cluster, Node
 from sparktui.core.dockerview import short_id
 from sparktui.core.errors import SparkError, sentence
 from sparktui.core.linefilter import LineFilter
+from sparktui.core.memguard import restore_causes
 from sparktui.core.memwait import Baseline, baselines_of, open_wait
 from sparktui.core.names import UnsafeName, is_safe
 from sparktui.core.ownership import Adoptions, default_owner, owner_name, owner_of
@@ -127,6 +129,8 @@ class Orchestrator:
         """The ``[liveness]`` canary (None without the table): sent while following."""
         self.engines = (EngineWatch(self.board, rt, interval=self.health.interval)
                         if isinstance(rt, Processes) else None)
+        self.memory = MemoryWatch(self.board, self.shells, self.runtimes, self.emit)
+        """The memory guard (``[memory]`` floor and stop_at): run while following."""
         self.following = False
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._closed = False
@@ -303,6 +307,7 @@ class Orchestrator:
             run.write_plan(self.plan)
         self._start_run(run, fresh=False)
         self._restore_counts(run)
+        restore_causes(self.ranks, run.events())  # a rank the memory guard stopped says so
         self._restore_wait(run)
         await self.follower.replay_checks(run)
         self.board.boot_started = time.monotonic()
@@ -579,7 +584,8 @@ class Orchestrator:
 
     def _start_background(self) -> None:
         jobs: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {
-            "health": self.health.loop, "timeout": self.boot.timeout_loop}
+            "health": self.health.loop, "timeout": self.boot.timeout_loop,
+            "memory": self.memory.loop}
         if isinstance(self.runtime, Scheduled):
             jobs["allocation"] = self._allocation_loop
         if self.canary is not None:
@@ -784,6 +790,7 @@ class Orchestrator:
         if self.engines is not None:
             self.engines.closed = True
         self.scanners.cool()
+        await self.memory.close()  # a memory stop under way ends first: its containers must go
         if self._sampler is not None:
             await self._sampler.stop()
         await self.follower.close()
