@@ -6,8 +6,10 @@ available memory is below the launch's baseline less ``restart_margin``; the mar
 a fresh reading, just before each restart, so that the threshold sits about 380 MiB above
 what the machine will have once the old ranks are stopped and about as far below what it
 will have once the test lets go: in CI two other lanes run at once and move ``MemAvailable``
-by hundreds of MiB, and either side has that much room. (``[memory]`` is no part of the plan's
-hash: a new margin between restarts changes nothing that runs.)
+by hundreds of MiB, and either side has that much room; a restart that did not wait all the
+same (more than that let go in the second between) is tried again, up to three times; the
+long wait (60 s) outlasts another lane's hold on the other side. (``[memory]`` is no part of
+the plan's hash: a new margin between restarts changes nothing that runs.)
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ from tests.runner import Cli, local_env, sparktui_run
 MIB = 1 << 20
 HOLD = 960 * MIB
 ROOM = 380 * MIB
+ATTEMPTS = 3
+"""A restart that did not wait because another lane let go of more than ``ROOM`` between the
+reading and the restart is tried again with a fresh reading."""
 NAME = "demo-memwait"
 LEAVER = ("import runpy, subprocess; subprocess.Popen(['sleep', '{secs}'], start_new_session=True, "
           "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
@@ -150,10 +155,12 @@ def test_a_group_restart_waits_for_memory_then_times_out_or_goes_on(
     held = Held()
     try:
         # a short wait: it runs out, says so, and the group goes on to ready
-        margin = margin_now(tmp_path, baseline)
-        demo(recipe, margin=f"{margin // MIB}MiB", wait="3s")
-        short = cli("restart", str(recipe), "--group", "--wait")
-        assert short.returncode == 0, short.stderr
+        for _attempt in range(ATTEMPTS):
+            demo(recipe, margin=f"{margin_now(tmp_path, baseline) // MIB}MiB", wait="3s")
+            short = cli("restart", str(recipe), "--group", "--wait")
+            assert short.returncode == 0, short.stderr
+            if waits(tmp_path, "start"):
+                break  # else another lane let go of more than ROOM meanwhile: again
         assert "the restart waits for memory to come back" in short.stderr, short.stderr
         assert "waited 3 s (restart_wait) for memory to come back and the old processes to go, " \
                "and goes on anyway: local0: " in short.stderr, short.stderr
@@ -163,15 +170,21 @@ def test_a_group_restart_waits_for_memory_then_times_out_or_goes_on(
         assert [r["state"] for r in status(cli, recipe)] == ["ready"] * 4
 
         # a long one: it waits, shown with the figures, until the test lets go
-        margin = margin_now(tmp_path, baseline)
-        demo(recipe, margin=f"{margin // MIB}MiB", wait="60s")
-        started = time.monotonic()
-        restart = subprocess.Popen(
-            [sys.executable, "-m", "sparktui", "restart", str(recipe), "--group", "--wait"],
-            cwd=ROOT, env=local_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True)
+        for _attempt in range(ATTEMPTS):
+            margin = margin_now(tmp_path, baseline)
+            demo(recipe, margin=f"{margin // MIB}MiB", wait="60s")
+            started = time.monotonic()
+            restart = subprocess.Popen(
+                [sys.executable, "-m", "sparktui", "restart", str(recipe), "--group", "--wait"],
+                cwd=ROOT, env=local_env(tmp_path), stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True)
+            found = until(lambda p=restart: waits(tmp_path, "start")[1:] or p.poll() is not None)
+            if found is True:  # it went on without waiting (see above): again
+                restart.communicate(timeout=90)
+                continue
+            break
         try:
-            [start] = until(lambda: waits(tmp_path, "start")[1:])
+            [start] = found
             row = start["nodes"][0]
             assert row["node"] == "local0" and row["ranks"] == [0]
             assert row["needed"] == baseline - (margin // MIB) * MIB
