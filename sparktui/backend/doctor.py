@@ -142,10 +142,11 @@ def _df_free(out: str) -> int | None:
 async def doctor(plan: Plan, nodes: list[Node], runtime: Runtime,
                  memory: Callable[[], Awaitable[list[NodeFit]]] | None = None) -> list[Finding]:
     """Every node's findings; ``memory``: the fit check (``Orchestrator.check_memory``), read
-    beside the other checks, a finding per node."""
+    beside the other checks, a finding per node (left out, as the node's other checks are, when
+    the runtime reaches no node's shell)."""
     results, fits = await asyncio.gather(
         asyncio.gather(*(check_node(n, runtime, plan, rank) for rank, n in enumerate(nodes))),
-        memory() if memory is not None else _no_fits())
+        memory() if memory is not None and isinstance(runtime, NodeExec) else _no_fits())
     findings = [f for fs, _ in results for f in fs]
     findings += [Finding(f.node, "memory fit", FIT_VERDICT[f.verdict], f.sentence()) for f in fits]
     ids = {n.name: image for n, (_, image) in zip(nodes, results, strict=False) if image}

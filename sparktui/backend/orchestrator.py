@@ -473,7 +473,10 @@ class Orchestrator:
             return
         # the fit is read while the image, names and ports are checked (an SSH session and a
         # Python start a node: about as long as the rest together)
-        fit = asyncio.create_task(self.check_memory()) if memory_check else None
+        fit = asyncio.create_task(self.check_memory()) if memory_check and self.shells else None
+        if memory_check and not self.shells:
+            self.board.notice("warning", f"memory fit not checked: the {self.cluster.kind} runtime "
+                                         "reaches no node's shell before the launch")
         fits: list[NodeFit] = []
         try:
             if image_check and isinstance(self.runtime, Images):
@@ -535,9 +538,14 @@ class Orchestrator:
         """Each node's verdict as a notice, or, when a node cannot hold its ranks, ``WontFit``
         naming each such node."""
         short = [f for f in fits if f.verdict == "short"]
+        unknown: dict[str, list[str]] = {}  # one notice for the nodes that cannot tell alike
         for f in fits:
-            if f.verdict != "short":
-                self.board.notice("info" if f.verdict == "fits" else "warning", f.said())
+            if f.verdict == "fits":
+                self.board.notice("info", f.said())
+            elif f.verdict == "unknown":
+                unknown.setdefault(f.sentence(), []).append(f.node)
+        for said, nodes in unknown.items():
+            self.board.notice("warning", f"{', '.join(nodes)}: memory: {said}")
         if short:
             raise WontFit(short)
 
