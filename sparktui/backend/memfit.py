@@ -54,12 +54,12 @@ async def read_snapshot(shell: NodeShell, folder: str, python: str = "python3") 
         res = await shell.run(listing_argv(folder, python), timeout=LISTING_TIMEOUT_S)
     except NodeError as exc:
         return f"its weights could not be listed: {exc.reason}"
+    if not res.ok:  # no python3, or it stopped part way: what it listed may be short
+        why = (res.stderr.strip().splitlines() or [f"{python} exited with code {res.returncode}"])[-1]
+        return f"its weights could not be listed: {why[:200]}"
     try:
         return parse_listing(res.stdout)
     except WeightsUnreadable as exc:
-        if not res.stdout.strip():
-            why = (res.stderr.strip().splitlines() or [f"{python} exited with code {res.returncode}"])[-1]
-            return f"its weights could not be listed: {why[:200]}"
         return f"a header unreadable: {exc}"
 
 

@@ -7,13 +7,19 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from safetensors import safe_open
 
+from sparktui.backend.memfit import check_fit
+from sparktui.backend.nodeshell import LocalShell, NodeShell
+from sparktui.core.cluster import local_cluster
 from sparktui.core.memfit import parse_header
+from sparktui.core.plan import build_plan
+from sparktui.core.recipe import load_recipe
 from sparktui.core.units import format_bytes
 from tests.conftest import RECIPES
 from tests.runner import Cli, local_env, sparktui_run
@@ -116,3 +122,25 @@ def test_no_snapshot_is_said_and_does_not_refuse(cli: Cli, recipe: Path, tmp_pat
     # one notice for the nodes that cannot tell alike
     assert (f"{', '.join(NODES)}: memory: cannot tell whether it fits: no snapshot found ({hub}: "
             "No such file or directory); the engine may download the model") in up.stderr, up.stderr
+
+
+async def test_a_listing_that_cannot_run_or_a_broken_header_is_said(recipe: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch
+                                                                    ) -> None:
+    """Through this machine's shell: no Python to list with, then a file whose header is no
+    JSON: the node cannot tell, and says why."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    weights = sparse_checkpoint(tmp_path / "hf", MODEL, 2**20)
+    cluster = local_cluster(4)
+    loaded = load_recipe(recipe / "recipe.toml")
+    plan = build_plan(loaded, cluster)
+    nodes = list(cluster.nodes)
+    shells: dict[str, NodeShell] = {n.name: LocalShell(n) for n in nodes}
+    [fit, *_] = await check_fit(loaded, plan, nodes, shells, python=str(tmp_path / "no-python"))
+    assert fit.said() == (f"local0: memory: cannot tell whether it fits: its weights could not be "
+                          f"listed: {tmp_path / 'no-python'}: No such file or directory")
+    (weights.parent / "broken.safetensors").write_bytes((5).to_bytes(8, "little") + b"{nope")
+    fits = await check_fit(loaded, plan, nodes, shells, python=sys.executable)
+    assert {f.why for f in fits} == {"a header unreadable: broken.safetensors: its header is no "
+                                     "JSON (Expecting property name enclosed in double quotes: "
+                                     "line 1 column 2 (char 1))"}
