@@ -35,6 +35,7 @@ from sparktui.backend.imagesync import (
     SyncReport,
     check_images,
 )
+from sparktui.backend.memfit import check_fit
 from sparktui.backend.memguard import MemoryWatch
 from sparktui.backend.memwait import RestartWait, read_baseline, record_baseline
 from sparktui.backend.nodeshell import NodeError, NodeShell
@@ -69,6 +70,7 @@ from sparktui.core.cluster import Cluster, Node
 from sparktui.core.dockerview import short_id
 from sparktui.core.errors import SparkError, sentence
 from sparktui.core.linefilter import LineFilter
+from sparktui.core.memfit import NodeFit, WontFit
 from sparktui.core.memguard import restore_causes
 from sparktui.core.memwait import Baseline, baselines_of, open_wait
 from sparktui.core.names import UnsafeName, is_safe
@@ -232,8 +234,9 @@ class Orchestrator:
         return (own[0] if own else None), [c for c in found if c not in own]
 
     async def doctor(self) -> list[Finding]:
-        """Preflight every node at once: SSH, Docker, image, HF snapshot, disk, port, NICs, GPUs."""
-        return await doctor(self.plan, self.nodes, self.runtime)
+        """Preflight every node at once: SSH, Docker, image, HF snapshot, disk, port, NICs, GPUs,
+        memory fit."""
+        return await doctor(self.plan, self.nodes, self.runtime, self.check_memory)
 
     # -- attach ----------------------------------------------------------------------------
     async def attach(self, follow: bool = True, adopt: bool = False,
@@ -465,7 +468,7 @@ class Orchestrator:
 
     # -- launch ----------------------------------------------------------------------------
     async def up(self, image_check: bool = True, adopt: bool = False,
-                 port_check: bool = True) -> None:
+                 port_check: bool = True, memory_check: bool = True) -> None:
         """Launch every rank (all at once by default). Ranks already running are reattached,
         not relaunched. Another owner's containers of this recipe stop it (``HeldElsewhere``,
         which says whose) unless ``adopt``: then they are taken over (reattached if running).
@@ -474,7 +477,9 @@ class Orchestrator:
         container name must be free or held by the operator's own stopped container (else
         ``NameClash``, which names each), and no rank's API port may be taken on its node
         (``port_check``; else ``PortsInUse``, which names each: the rank would fail at bind
-        after the others had started)."""
+        after the others had started), and every node must have the memory its ranks need
+        (``memory_check``; else ``WontFit``, which names each with its figures; each node's
+        verdict, or why it cannot tell, is a notice)."""
         mark("up: attach")
         attached = await self.attach(follow=False, adopt=adopt, say_held=False)
         blocking = [h for h in self.held if not self.ranks[h.rank].has_container]
@@ -484,21 +489,38 @@ class Orchestrator:
             self.board.notice("info", "ranks are already running: reattached, nothing relaunched")
             self.start_following()
             return
-        if image_check and isinstance(self.runtime, Images):
-            mark("up: image check")
-            check = await self.check_images()
-            if not check.ok:
-                raise ImageMismatch(check, self.recipe.slug)
-        await self._free_names()
-        if port_check:
-            mark("up: port check")
-            busy = await self.check_ports()
-            if busy:
-                raise PortsInUse(busy)
+        # the fit is read while the image, names and ports are checked (an SSH session and a
+        # Python start a node: about as long as the rest together)
+        fit = asyncio.create_task(self.check_memory()) if memory_check and self.shells else None
+        if memory_check and not self.shells:
+            self.board.notice("warning", f"memory fit not checked: the {self.cluster.kind} runtime "
+                                         "reaches no node's shell before the launch")
+        fits: list[NodeFit] = []
+        try:
+            if image_check and isinstance(self.runtime, Images):
+                mark("up: image check")
+                check = await self.check_images()
+                if not check.ok:
+                    raise ImageMismatch(check, self.recipe.slug)
+            await self._free_names()
+            if port_check:
+                mark("up: port check")
+                busy = await self.check_ports()
+                if busy:
+                    raise PortsInUse(busy)
+            if fit is not None:
+                mark("up: memory check")
+                fits = await fit
+                self._say_fit(fits)
+        finally:
+            if fit is not None:
+                fit.cancel()
         mark("up: run created")
         run = self.store.create(self.recipe.slug)
         run.write_plan(self.plan)
         run.event("up", plan_hash=self.plan.plan_hash, cluster=self.cluster.name)
+        if fits:
+            run.event("memory_fit", nodes=[f.to_json() for f in fits])
         self.board.new_checks()
         self.board.changed.clear()
         self.board.formed = False
@@ -526,6 +548,27 @@ class Orchestrator:
         self.board.boot_started = time.monotonic()
         await self._launch_in_order(self.ranks)
         self._start_background()
+
+    async def check_memory(self) -> list[NodeFit]:
+        """Whether each node has the memory its ranks need (``backend.memfit``): a verdict per
+        node, every node at once."""
+        return await check_fit(self.recipe, self.plan, self.nodes, self.shells,
+                               getattr(self.runtime, "agent_python", "python3"))
+
+    def _say_fit(self, fits: list[NodeFit]) -> None:
+        """Each node's verdict as a notice, or, when a node cannot hold its ranks, ``WontFit``
+        naming each such node."""
+        short = [f for f in fits if f.verdict == "short"]
+        unknown: dict[str, list[str]] = {}  # one notice for the nodes that cannot tell alike
+        for f in fits:
+            if f.verdict == "fits":
+                self.board.notice("info", f.said())
+            elif f.verdict == "unknown":
+                unknown.setdefault(f.sentence(), []).append(f.node)
+        for said, nodes in unknown.items():
+            self.board.notice("warning", f"{', '.join(nodes)}: memory: {said}")
+        if short:
+            raise WontFit(short)
 
     async def _free_names(self) -> None:
         """Before ``up`` starts anything: every rank's container name is free, or made free
