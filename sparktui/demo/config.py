@@ -43,6 +43,7 @@ class Config(NamedTuple):
     alloc_step: int = 64 * 2**20
     alloc_every: float = 0.5
     alloc_rank: int | None = None  # only this rank allocates (default: every rank)
+    alloc_once: str | None = None  # a file: allocate only where it is absent, made first
 
 
 _ENV = {
@@ -59,6 +60,7 @@ _ENV = {
     "alloc_step": "SPARKTUI_DEMO_ALLOC_STEP",
     "alloc_every": "SPARKTUI_DEMO_ALLOC_EVERY",
     "alloc_rank": "SPARKTUI_DEMO_ALLOC_RANK",
+    "alloc_once": "SPARKTUI_DEMO_ALLOC_ONCE",
 }
 
 VLLM_MASTER_PORT = 29501  # vLLM's default --master-port
@@ -117,7 +119,7 @@ Each demo switch can also come from the environment (a flag wins):
   SPARKTUI_DEMO_BOOT_SECONDS, SPARKTUI_DEMO_FAIL_RANK, SPARKTUI_DEMO_FAIL_AFTER,
   SPARKTUI_DEMO_STALL=1, SPARKTUI_DEMO_FLOOD, SPARKTUI_DEMO_TICK, SPARKTUI_DEMO_RENDEZVOUS_TIMEOUT,
   SPARKTUI_DEMO_ENGINE, SPARKTUI_DEMO_HANG_RANK, SPARKTUI_DEMO_ALLOC, SPARKTUI_DEMO_ALLOC_STEP,
-  SPARKTUI_DEMO_ALLOC_EVERY, SPARKTUI_DEMO_ALLOC_RANK
+  SPARKTUI_DEMO_ALLOC_EVERY, SPARKTUI_DEMO_ALLOC_RANK, SPARKTUI_DEMO_ALLOC_ONCE
 The dump of the arguments (SGLang's server_args=ServerArgs(...), vLLM's non-default args) can
 show flags that did not take effect: SPARKTUI_DEMO_CLAMP="field=value[@rank],..." prints the
 field with that value (on that rank only), SPARKTUI_DEMO_DROP="field[@rank],..." leaves it out.
@@ -170,6 +172,9 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--demo-alloc-every", metavar="S", default=None, help="a step every S s (0.5)")
     demo.add_argument("--demo-alloc-rank", metavar="R", default=None,
                       help="only rank R allocates (default: every rank)")
+    demo.add_argument("--demo-alloc-once", metavar="FILE", default=None,
+                      help="allocate only when FILE is absent (made first): a spike that a "
+                           "restart does not repeat")
     demo.add_argument("--demo-flood", metavar="LPS", default=None, help="after ready, LPS log lines/s")
     demo.add_argument("--demo-tick", metavar="S", default=None, help="after ready, 'demo tick <n>' every S s")
     demo.add_argument("--demo-rendezvous-timeout", metavar="S", default=None, help="rendezvous budget (120)")
@@ -302,4 +307,5 @@ def parse_config(argv: Sequence[str] | None = None, env: dict[str, str] | None =
         alloc_step=alloc_step,
         alloc_every=num("alloc_every", 0.5) or 0.0,
         alloc_rank=None if alloc_rank is None else int(alloc_rank),
+        alloc_once=found[1] if (found := pick("alloc_once")) else None,
     )

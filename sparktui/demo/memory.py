@@ -5,6 +5,7 @@ kernel really gives them (a fresh buffer's untouched pages cost nothing)."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 
@@ -42,3 +43,19 @@ def hold(log: Log, life: Life, total: int, step: int, every: float) -> None:
         time.sleep(every)
     while not life.exiting:
         time.sleep(0.2)
+
+
+def first_time(flag: str | None, log: Log) -> bool:
+    """``--demo-alloc-once FILE``: True (and FILE made) only where FILE is absent, so a
+    restarted rank does not take the memory again; no FILE: always True."""
+    if flag is None:
+        return True
+    try:
+        os.close(os.open(flag, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except FileExistsError:
+        log(f"DEMO memory: {flag} exists: taking no memory this time")
+        return False
+    except OSError as exc:
+        log(f"DEMO memory: {flag} cannot be made ({exc.strerror}): taking no memory")
+        return False
+    return True

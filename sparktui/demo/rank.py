@@ -17,7 +17,7 @@ from .http import Server
 from .life import Life
 from .lines import ENGINE_NAME, EXIT_SIMULATED, EXIT_USAGE, NCCL_INIT_LINE, EngineLines, fatal
 from .log import Log, LogStyle
-from .memory import hold
+from .memory import first_time, hold
 from .rendezvous import Group
 from .traffic import flood, tick
 
@@ -108,7 +108,7 @@ class Rank:
     def load_shards(self) -> bool:
         """The checkpoint shards over 80% of the boot time; False when this rank fails half way."""
         cfg, log = self.cfg, self.log
-        if cfg.alloc and cfg.alloc_rank in (None, self.rank):
+        if cfg.alloc and cfg.alloc_rank in (None, self.rank) and first_time(cfg.alloc_once, log):
             self.life.thread(hold, "alloc", log, self.life, cfg.alloc, cfg.alloc_step, cfg.alloc_every)
         step = cfg.boot_seconds * 0.8 / SHARDS
         log(f"Loading safetensors checkpoint shards:   0% Completed | 0/{SHARDS} [00:00<?, ?it/s]")

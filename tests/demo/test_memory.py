@@ -48,3 +48,28 @@ def test_a_size_it_cannot_read_is_refused() -> None:
                           "--demo-alloc", "lots"], cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert res.returncode == 2
     assert "--demo-alloc: 'lots' is not a size such as 512M or 1G" in res.stderr
+
+
+def test_alloc_once_takes_memory_the_first_time_only(tmp_path: Path) -> None:
+    flag = tmp_path / "spike"
+    env = {"PATH": "/usr/bin:/bin", "SPARKTUI_DEMO_ALLOC": "64M", "SPARKTUI_DEMO_ALLOC_ONCE": str(flag)}
+    said = []
+    for _ in range(2):
+        out = tmp_path / "rank.log"
+        with out.open("w") as f:
+            proc = subprocess.Popen([sys.executable, "-m", "sparktui.demo.engine", "--model-path", "demo",
+                                     "--port", "0", "--demo-boot-seconds", "0.2"], cwd=ROOT, stdout=f,
+                                    stderr=subprocess.STDOUT, env=env)
+        try:
+            end = time.monotonic() + 20
+            while "DEMO memory" not in out.read_text():
+                assert proc.poll() is None and time.monotonic() < end, out.read_text()
+                time.sleep(0.05)
+            said.append([line.split("] ", 1)[1] for line in out.read_text().splitlines()
+                         if "DEMO memory" in line])
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    assert said[0] == ["DEMO memory: holding 64 MiB of 64 MiB (step 1)"]
+    assert said[1] == [f"DEMO memory: {flag} exists: taking no memory this time"]
+    assert flag.exists()
