@@ -35,6 +35,7 @@ from sparktui.backend.imagesync import (
     SyncReport,
     check_images,
 )
+from sparktui.backend.kmsg import KernelVerdict
 from sparktui.backend.nodeshell import NodeError, NodeShell
 from sparktui.backend.owners import (
     Held,
@@ -114,6 +115,8 @@ class Orchestrator:
         openers = {n.name: rt.opener(n.name) for n in self.nodes} if isinstance(rt, NodeProbe) else {}
         self.board = Board(plan, self.nodes, self.emit)
         self.follower = LogFollower(self.board, self.runtimes, rt.connect)
+        self.verdict = KernelVerdict(self.board, self.shells)  # a failed rank's kernel messages
+        self.follower.on_exit = self.verdict.rank_exited
         self.health = HealthProber(
             self.board, openers,
             interval=cluster.health_interval or health_interval or cluster.probe_interval)
@@ -299,6 +302,7 @@ class Orchestrator:
         self._start_run(run, fresh=False)
         self._restore_counts(run)
         await self.follower.replay_checks(run)
+        await self.verdict.judge_attached()
         self.board.boot_started = time.monotonic()
         for info in self.ranks:
             self.board.announce(info)
@@ -762,6 +766,7 @@ class Orchestrator:
         if self._sampler is not None:
             await self._sampler.stop()
         await self.follower.close()
+        await self.verdict.close()
         for task in self._tasks.values():
             task.cancel()
         for task in self._tasks.values():
