@@ -18,6 +18,7 @@ import time
 from sparktui.backend.board import Board
 from sparktui.backend.findings import Finding
 from sparktui.backend.nodeshell import NodeError, NodeShell
+from sparktui.core.errors import sentence
 from sparktui.core.kmsg import (
     KernelFinding,
     KernelRead,
@@ -85,7 +86,7 @@ class KernelVerdict:
                 continue
             info = self.board.ranks[rank]
             if info.state == "failed" and info.container_id == ev.get("container_id"):
-                info.cause = Cause("oom_killed", info.exit_code, text=str(ev.get("text", "")))
+                info.cause = Cause("oom_killed", info.exit_code, text=str(ev.get("detail", "")))
                 done.add(rank)
         return done
 
@@ -114,7 +115,23 @@ class KernelVerdict:
                 started = run.plan_path.stat().st_mtime  # written as the run was created
         return (started if started is not None else time.time() - 3600) - SLACK_S
 
+    async def settle(self, timeout: float = 10.0) -> None:
+        """The verdicts being read, done (or given up after ``timeout``)."""
+        if self.tasks:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*self.tasks, return_exceptions=True), timeout)
+
     async def judge(self, info: RankInfo, oom_hint: bool = False, retry: bool = True) -> None:
+        """Never raises: a verdict that cannot be had is a notice (a sentence), not a traceback."""
+        try:
+            await self._judge(info, oom_hint, retry)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # an answer this parser never saw: said, the rank's cause kept
+            self.board.notice("warning", f"rank {info.rank} ({info.node.name}): its kernel "
+                                         f"messages could not be judged: {sentence(exc)}")
+
+    async def _judge(self, info: RankInfo, oom_hint: bool, retry: bool) -> None:
         container = info.container_id
         node = info.node.name
         if container is None:
@@ -146,7 +163,7 @@ class KernelVerdict:
                                          "out-of-memory kill of its container")
         for f in node_level(found)[-SAID_AT_MOST:]:
             if self.board.run is not None:
-                self.board.run.event(KERNEL_EVENT, rank=info.rank, node=node, **f.to_json())
+                self.board.run.event(KERNEL_EVENT, rank=info.rank, node=node, finding=f.to_json())
             self.board.notice("warning", f"rank {info.rank} ({node}) failed; the node's kernel "
                                          f"said: {f.sentence}")
 
@@ -156,7 +173,9 @@ class KernelVerdict:
         board = self.board
         if board.run is not None:
             board.run.event(OOM_EVENT, rank=info.rank, node=info.node.name,
-                            container_id=info.container_id, text=cause.text, **kill.to_json())
+                            container_id=info.container_id, detail=cause.text, at=kill.at,
+                            clock=kill.clock, process=kill.process, pid=kill.pid,
+                            line=kill.text)
         if info.cause is not None and info.cause.code == "group_fell":
             # named as fallen with another rank: the kernel's kill is what it had before
             cause = Cause("group_fell", rank=info.cause.rank, before=cause)

@@ -596,7 +596,10 @@ class Orchestrator:
 
     async def wait(self, timeout: float | None = None, grace: float = 3.0) -> bool:
         """Until every rank is ready (True) or one failed / the time ran out (False)."""
-        return await self.boot.wait(timeout, grace)
+        ready = await self.boot.wait(timeout, grace)
+        if not ready:
+            await self.verdict.settle()  # a failed rank's kernel verdict, before it is reported
+        return ready
 
     def grep_history(self, line_filter: LineFilter, ranks: list[int], *, cap: int,
                      run: Run | None = None) -> AsyncGenerator[GrepProgress, None]:

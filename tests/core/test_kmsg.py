@@ -145,3 +145,20 @@ def test_the_memory_limit_is_in_the_record_only_when_set_and_in_every_docker_ren
     assert "--memory" not in docker_run_line(_spec(None))
     argv, _ = docker_cli_args(_spec(96 << 20), {})
     assert argv[argv.index("--memory") + 1] == argv[argv.index("--memory-swap") + 1] == "100663296"
+
+
+
+def test_the_local_runtime_says_the_limit_is_not_applied(tmp_path: Path) -> None:
+    from sparktui.core.cluster import local_cluster
+    from sparktui.core.lints import lint
+    from sparktui.core.recipe import load_recipe
+
+    demo = Path(__file__).resolve().parents[2] / "recipes" / "demo-tp4"
+    shutil.copytree(demo, tmp_path / "demo-tp4")
+    path = tmp_path / "demo-tp4" / "recipe.toml"
+    assert "[memory]" not in path.read_text()
+    assert not [p for p in lint(load_recipe(path), local_cluster(4)) if p.code == "memory-limit-local"]
+    path.write_text(path.read_text() + '\n[memory]\nlimit = "96m"\n')
+    said = [p for p in lint(load_recipe(path), local_cluster(4)) if p.code == "memory-limit-local"]
+    assert len(said) == 1 and said[0].severity == "warning", said
+    assert "not applied" in said[0].message and said[0].line is not None
