@@ -3,18 +3,21 @@
 Replaces the operator's `doctor` verb: the node reached (SSH), the runtime's own lines (the
 Docker runtime's engine and image: its ``Preflight``), the same image on every node, and through
 the node's shell (``NodeExec``) the HF snapshot, staging destination and free space, the API
-port, the NICs NCCL is told to use, GPUs.
+port, the NICs NCCL is told to use, GPUs; and whether the weights and the engine's memory
+fraction fit each node's memory (``backend.memfit``, a finding per node).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 from sparktui.backend.findings import Finding, Verdict
 from sparktui.backend.kmsg import doctor_findings
 from sparktui.backend.nodeshell import NodeError
 from sparktui.backend.runtimes.base import NodeExec, Preflight, Runtime
 from sparktui.core.cluster import Node
+from sparktui.core.memfit import NodeFit
 from sparktui.core.nodevalues import nic_names
 from sparktui.core.plan import Plan
 from sparktui.core.units import format_bytes
@@ -120,6 +123,13 @@ async def check_node(node: Node, runtime: Runtime, plan: Plan,
     return found, image_id
 
 
+FIT_VERDICT: dict[str, Verdict] = {"fits": "passed", "short": "failed", "unknown": "warned"}
+
+
+async def _no_fits() -> list[NodeFit]:
+    return []
+
+
 def _df_free(out: str) -> int | None:
     lines = out.strip().splitlines()
     if len(lines) < 2:
@@ -131,10 +141,16 @@ def _df_free(out: str) -> int | None:
         return None
 
 
-async def doctor(plan: Plan, nodes: list[Node], runtime: Runtime) -> list[Finding]:
-    results = await asyncio.gather(*(check_node(n, runtime, plan, rank)
-                                     for rank, n in enumerate(nodes)))
+async def doctor(plan: Plan, nodes: list[Node], runtime: Runtime,
+                 memory: Callable[[], Awaitable[list[NodeFit]]] | None = None) -> list[Finding]:
+    """Every node's findings; ``memory``: the fit check (``Orchestrator.check_memory``), read
+    beside the other checks, a finding per node (left out, as the node's other checks are, when
+    the runtime reaches no node's shell)."""
+    results, fits = await asyncio.gather(
+        asyncio.gather(*(check_node(n, runtime, plan, rank) for rank, n in enumerate(nodes))),
+        memory() if memory is not None and isinstance(runtime, NodeExec) else _no_fits())
     findings = [f for fs, _ in results for f in fs]
+    findings += [Finding(f.node, "memory fit", FIT_VERDICT[f.verdict], f.sentence()) for f in fits]
     ids = {n.name: image for n, (_, image) in zip(nodes, results, strict=False) if image}
     if len(set(ids.values())) > 1:
         detail = ", ".join(f"{name} {image[7:19]}" for name, image in ids.items())

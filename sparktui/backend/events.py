@@ -12,6 +12,7 @@ from typing import Literal
 
 from sparktui.core.canary import CanaryRecord
 from sparktui.core.checks import BootChecks, CheckUpdate
+from sparktui.core.memguard import Verdict
 from sparktui.core.ranks import RankSnapshot
 from sparktui.core.runstore import Run
 from sparktui.core.stall import Stall
@@ -83,6 +84,15 @@ class CanaryChanged(Event):
     with why; the console shows its latency and age."""
 
     record: CanaryRecord
+
+
+@dataclass(frozen=True)
+class MemoryChanged(Event):
+    """The memory guard's news of a node (``backend.memguard``): under its floor
+    (``action`` warn), back above it (clear), or under ``stop_at`` and the launch stopped
+    (stop), with the reading and its fall rate. A notice says the same in a sentence."""
+
+    verdict: Verdict
 
 
 @dataclass(frozen=True)

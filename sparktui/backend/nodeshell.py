@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -308,9 +309,17 @@ class LocalShell:
 
     async def stream(self, argv: list[str], on_line: Callable[[str], None],
                      stdin: str | None = None) -> int:
-        proc = await asyncio.create_subprocess_exec(
+        spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
             *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE)
+            stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE))
+        try:
+            proc = await asyncio.shield(spawn)
+        except asyncio.CancelledError:  # cancelled while it started: it must not be left behind
+            with contextlib.suppress(OSError):
+                started = await spawn
+                started.terminate()
+                await started.wait()
+            raise
         assert proc.stdout is not None
         if stdin is not None:
             assert proc.stdin is not None

@@ -36,6 +36,9 @@ from sparktui.backend.imagesync import (
     check_images,
 )
 from sparktui.backend.kmsg import KernelVerdict
+from sparktui.backend.memfit import check_fit
+from sparktui.backend.memguard import MemoryWatch
+from sparktui.backend.memwait import RestartWait, read_baseline, record_baseline
 from sparktui.backend.nodeshell import NodeError, NodeShell
 from sparktui.backend.owners import (
     Held,
@@ -68,6 +71,9 @@ from sparktui.core.cluster import Cluster, Node
 from sparktui.core.dockerview import short_id
 from sparktui.core.errors import SparkError, sentence
 from sparktui.core.linefilter import LineFilter
+from sparktui.core.memfit import NodeFit, WontFit
+from sparktui.core.memguard import restore_causes
+from sparktui.core.memwait import Baseline, baselines_of, open_wait
 from sparktui.core.names import UnsafeName, is_safe
 from sparktui.core.ownership import Adoptions, default_owner, owner_name, owner_of
 from sparktui.core.plan import LABEL_CLUSTER, LABEL_PLAN, LABEL_RANK, LABEL_RECIPE, Plan, RankPlan
@@ -128,6 +134,8 @@ class Orchestrator:
         """The ``[liveness]`` canary (None without the table): sent while following."""
         self.engines = (EngineWatch(self.board, rt, interval=self.health.interval)
                         if isinstance(rt, Processes) else None)
+        self.memory = MemoryWatch(self.board, self.shells, self.runtimes, self.emit)
+        """The memory guard (``[memory]`` floor and stop_at): run while following."""
         self.following = False
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._closed = False
@@ -136,6 +144,8 @@ class Orchestrator:
         self.adoptions = Adoptions(state_root)
         self.scanners = ScannerPool()  # the console's grep over a run's files, started ahead
         self._adopted: set[str] = set()  # container ids this owner took over (adopted.json)
+        self.baselines: dict[str, Baseline] = {}
+        """Each node's memory before the launch (``memory-baseline``): what a restart waits for."""
         self.held: list[Held] = []
         """Other owners' containers of this recipe, as the last attach found them: shown, never
         touched without ``adopt``."""
@@ -227,8 +237,9 @@ class Orchestrator:
         return (own[0] if own else None), [c for c in found if c not in own]
 
     async def doctor(self) -> list[Finding]:
-        """Preflight every node at once: SSH, Docker, image, HF snapshot, disk, port, NICs, GPUs."""
-        return await doctor(self.plan, self.nodes, self.runtime)
+        """Preflight every node at once: SSH, Docker, image, HF snapshot, disk, port, NICs, GPUs,
+        memory fit."""
+        return await doctor(self.plan, self.nodes, self.runtime, self.check_memory)
 
     # -- attach ----------------------------------------------------------------------------
     async def attach(self, follow: bool = True, adopt: bool = False,
@@ -287,6 +298,7 @@ class Orchestrator:
             self.board.notice("warning", held_notice(self.recipe.slug, self.cluster.name,
                                                      self.owner, self.held))
         if not found:
+            self._restore_wait(self.store.latest(self.recipe.slug))
             return False
         run_id = sorted(run_ids)[-1] if run_ids else None
         run = None
@@ -301,6 +313,8 @@ class Orchestrator:
             run.write_plan(self.plan)
         self._start_run(run, fresh=False)
         self._restore_counts(run)
+        restore_causes(self.ranks, run.events())  # a rank the memory guard stopped says so
+        self._restore_wait(run)
         await self.follower.replay_checks(run)
         await self.verdict.judge_attached()
         self.board.boot_started = time.monotonic()
@@ -316,6 +330,18 @@ class Orchestrator:
             rank = ev.get("rank")
             if ev.get("kind") == "restart" and isinstance(rank, int) and 0 <= rank < len(self.ranks):
                 self.ranks[rank].restarts += 1
+
+    def _restore_wait(self, run: Run | None) -> None:
+        """The launch's memory baseline from the run's events, and a restart's wait another
+        process is in now: its ranks shown ``restarting`` with the wait's figures."""
+        if run is None:
+            return
+        events = run.events()
+        self.baselines = baselines_of(events)
+        for rank, text in open_wait(events, time.time()).items():
+            if 0 <= rank < len(self.ranks) and not self.ranks[rank].has_container:
+                info = self.ranks[rank]
+                info.state, info.cause = "restarting", Cause("memory_wait", text=text)
 
     async def add_check(self, pattern: str, ranks: str | list[int]) -> tuple[Check, BootChecks]:
         """A must-show check added by the operator: evaluated on everything the run captured,
@@ -446,7 +472,7 @@ class Orchestrator:
 
     # -- launch ----------------------------------------------------------------------------
     async def up(self, image_check: bool = True, adopt: bool = False,
-                 port_check: bool = True) -> None:
+                 port_check: bool = True, memory_check: bool = True) -> None:
         """Launch every rank (all at once by default). Ranks already running are reattached,
         not relaunched. Another owner's containers of this recipe stop it (``HeldElsewhere``,
         which says whose) unless ``adopt``: then they are taken over (reattached if running).
@@ -455,7 +481,9 @@ class Orchestrator:
         container name must be free or held by the operator's own stopped container (else
         ``NameClash``, which names each), and no rank's API port may be taken on its node
         (``port_check``; else ``PortsInUse``, which names each: the rank would fail at bind
-        after the others had started)."""
+        after the others had started), and every node must have the memory its ranks need
+        (``memory_check``; else ``WontFit``, which names each with its figures; each node's
+        verdict, or why it cannot tell, is a notice)."""
         mark("up: attach")
         attached = await self.attach(follow=False, adopt=adopt, say_held=False)
         blocking = [h for h in self.held if not self.ranks[h.rank].has_container]
@@ -465,21 +493,38 @@ class Orchestrator:
             self.board.notice("info", "ranks are already running: reattached, nothing relaunched")
             self.start_following()
             return
-        if image_check and isinstance(self.runtime, Images):
-            mark("up: image check")
-            check = await self.check_images()
-            if not check.ok:
-                raise ImageMismatch(check, self.recipe.slug)
-        await self._free_names()
-        if port_check:
-            mark("up: port check")
-            busy = await self.check_ports()
-            if busy:
-                raise PortsInUse(busy)
+        # the fit is read while the image, names and ports are checked (an SSH session and a
+        # Python start a node: about as long as the rest together)
+        fit = asyncio.create_task(self.check_memory()) if memory_check and self.shells else None
+        if memory_check and not self.shells:
+            self.board.notice("warning", f"memory fit not checked: the {self.cluster.kind} runtime "
+                                         "reaches no node's shell before the launch")
+        fits: list[NodeFit] = []
+        try:
+            if image_check and isinstance(self.runtime, Images):
+                mark("up: image check")
+                check = await self.check_images()
+                if not check.ok:
+                    raise ImageMismatch(check, self.recipe.slug)
+            await self._free_names()
+            if port_check:
+                mark("up: port check")
+                busy = await self.check_ports()
+                if busy:
+                    raise PortsInUse(busy)
+            if fit is not None:
+                mark("up: memory check")
+                fits = await fit
+                self._say_fit(fits)
+        finally:
+            if fit is not None:
+                fit.cancel()
         mark("up: run created")
         run = self.store.create(self.recipe.slug)
         run.write_plan(self.plan)
         run.event("up", plan_hash=self.plan.plan_hash, cluster=self.cluster.name)
+        if fits:
+            run.event("memory_fit", nodes=[f.to_json() for f in fits])
         self.board.new_checks()
         self.board.changed.clear()
         self.board.formed = False
@@ -501,9 +546,33 @@ class Orchestrator:
                 for r in failed:
                     self.board.notice("error", r.error or f"{r.node}: staging failed")
                 return
+        # each node's memory just before the first container starts: what a restart waits for
+        self.baselines = record_baseline(self.board, run, self.shells,
+                                         await read_baseline(self.shells, self.nodes))
         self.board.boot_started = time.monotonic()
         await self._launch_in_order(self.ranks)
         self._start_background()
+
+    async def check_memory(self) -> list[NodeFit]:
+        """Whether each node has the memory its ranks need (``backend.memfit``): a verdict per
+        node, every node at once."""
+        return await check_fit(self.recipe, self.plan, self.nodes, self.shells,
+                               getattr(self.runtime, "agent_python", "python3"))
+
+    def _say_fit(self, fits: list[NodeFit]) -> None:
+        """Each node's verdict as a notice, or, when a node cannot hold its ranks, ``WontFit``
+        naming each such node."""
+        short = [f for f in fits if f.verdict == "short"]
+        unknown: dict[str, list[str]] = {}  # one notice for the nodes that cannot tell alike
+        for f in fits:
+            if f.verdict == "fits":
+                self.board.notice("info", f.said())
+            elif f.verdict == "unknown":
+                unknown.setdefault(f.sentence(), []).append(f.node)
+        for said, nodes in unknown.items():
+            self.board.notice("warning", f"{', '.join(nodes)}: memory: {said}")
+        if short:
+            raise WontFit(short)
 
     async def _free_names(self) -> None:
         """Before ``up`` starts anything: every rank's container name is free, or made free
@@ -562,7 +631,8 @@ class Orchestrator:
 
     def _start_background(self) -> None:
         jobs: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {
-            "health": self.health.loop, "timeout": self.boot.timeout_loop}
+            "health": self.health.loop, "timeout": self.boot.timeout_loop,
+            "memory": self.memory.loop}
         if isinstance(self.runtime, Scheduled):
             jobs["allocation"] = self._allocation_loop
         if self.canary is not None:
@@ -676,6 +746,9 @@ class Orchestrator:
                 info.stopping = False
             return old
 
+        waiter = RestartWait(self.board, run, self.plan.memory, self.runtime, self.shells,
+                             self.baselines, infos)
+        await waiter.remember()  # a local rank's processes are known by their tree until removed
         olds = await asyncio.gather(*(stop(info) for info in infos))
         self.adoptions.forget([old for old in olds if old])  # the new ones carry our label
         for info, old in zip(infos, olds, strict=True):
@@ -688,6 +761,7 @@ class Orchestrator:
                       line=run.log(info.rank).lines)
             self.checks.reset(info.rank)
             info.exit_code, info.health = None, None
+        await waiter.wait()  # memory back and the old processes gone, or its time is up
         self.board.boot_started = time.monotonic()
         self.board.changed.clear()
         await self._launch_in_order(infos, "workers-first")
@@ -766,6 +840,7 @@ class Orchestrator:
         if self.engines is not None:
             self.engines.closed = True
         self.scanners.cool()
+        await self.memory.close()  # a memory stop under way ends first: its containers must go
         if self._sampler is not None:
             await self._sampler.stop()
         await self.follower.close()

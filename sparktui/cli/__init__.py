@@ -183,7 +183,7 @@ def _plan(p: argparse.ArgumentParser) -> None:
 
 
 # -- the verbs over the Orchestrator (``sparktui.cli.ops``) ------------------------------------
-@verb("doctor", "preflight every node (SSH, Docker, image, disk, port, NICs, GPUs)")
+@verb("doctor", "preflight every node (SSH, Docker, image, disk, port, NICs, GPUs, memory fit)")
 def _doctor(p: argparse.ArgumentParser) -> None:
     _common(p)
     p.add_argument("--json", action="store_true")
@@ -212,6 +212,9 @@ def _up(p: argparse.ArgumentParser) -> None:
                    help="start even when the image is missing on a node or differs across nodes")
     p.add_argument("--no-port-check", action="store_true",
                    help="start even when something on a node listens on a rank's API port")
+    p.add_argument("--no-memory-check", action="store_true",
+                   help="start even when a node's free memory is short of what its ranks need "
+                        "(the weights from the snapshot's headers, the engine's memory fraction)")
     _adopt(p, "reattach to another owner's run of this recipe (or replace its stopped containers)")
     p.set_defaults(func=Verb("ops", "cmd_up"))
 

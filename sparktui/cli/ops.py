@@ -211,7 +211,8 @@ def cmd_up(args: argparse.Namespace) -> int:
                     err.print(plain(("error", "red"), f": {reason}"))
                 return exits.FAILED
             await orch.up(image_check=not args.no_image_check, adopt=args.adopt,
-                          port_check=not args.no_port_check)
+                          port_check=not args.no_port_check,
+                          memory_check=not args.no_memory_check)
             assert orch.run is not None
             err.print(plain(f"run {orch.run.id} · logs in {orch.run.dir}"))
             if not args.wait:

@@ -21,6 +21,7 @@ from typing import Any
 import docker
 import pytest
 
+from sparktui.backend.memwait import node_leftovers
 from sparktui.backend.orchestrator import Orchestrator
 from sparktui.core.cluster import load_cluster
 from sparktui.core.plan import build_plan
@@ -168,6 +169,27 @@ def test_restart_replaces_only_that_rank(cli: Cli, testbed: Any) -> None:
     status = json.loads(cli("status", "--json").stdout)
     assert [r["restarts"] for r in status["ranks"]] == [0, 0, 1, 0]
     assert status["ranks"][2]["container_id"] == after[2]
+
+
+async def test_a_restart_finds_the_old_container_s_processes_by_its_cgroup(
+        cli: Cli, testbed: Any, state: Path) -> None:
+    """What a restart waits for (``backend/memwait``): the node's processes whose cgroup names
+    the container, listed by the fixed script over SSH; none once it is removed. The launch
+    recorded every node's memory before its first container started."""
+    orch = orchestrator(testbed, state)
+    await orch.connect()
+    try:
+        assert await orch.attach(follow=False)
+        assert sorted(orch.baselines) == ["node0", "node1", "node2", "node3"]
+        assert all(0 < b.available <= b.total for b in orch.baselines.values())
+        c = containers(testbed)[2][0]
+        top = c.top()
+        pid_col = top["Titles"].index("PID")
+        shell = orch.shells[orch.ranks[2].node.name]
+        assert await node_leftovers(shell, c.id) == sorted(int(p[pid_col]) for p in top["Processes"])
+        assert await node_leftovers(shell, "0" * 64) == []
+    finally:
+        await orch.close()
 
 
 def _variant(tmp: Path, name: str, replace: tuple[str, str] | None = None, append: str = "") -> Path:

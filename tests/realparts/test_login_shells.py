@@ -99,6 +99,12 @@ def test_stage_up_doctor_telemetry_and_logs_work(testbed: Any, shells: dict[str,
         found = json.loads(cli("doctor", "--json").stdout)
         failed = [f for f in found if f["verdict"] == "failed"]
         assert failed == []
+        # the fit's listing ran under each node's shell: it found no snapshot of the demo model
+        fits = {f["node"]: f["sentence"] for f in found if f["check"] == "memory fit"}
+        assert fits == dict.fromkeys(["node0", "node1", "node2", "node3"], (
+            "cannot tell whether it fits: no snapshot found (/home/hf/hub/models--sparktui--demo-"
+            "model/snapshots: No such file or directory); the engine may download the model, "
+            "whose size is not known here")), fits
         staging = {f["node"]: f["sentence"] for f in found if f["check"] == "staging engram"}
         assert sorted(staging) == ["node0", "node1", "node2", "node3"]
         assert all(s.startswith(f"{dst} writable, ") for s in staging.values()), staging

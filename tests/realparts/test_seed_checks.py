@@ -108,6 +108,11 @@ def test_up_wait_exits_3_and_names_the_check(cli: Cli) -> None:
     assert ready and int(ready[1]) == int(ready[2]) - 1, up.stdout
     assert named(up.stderr), up.stderr
     assert up.stderr.count("check failed") == 1, up.stderr
+    # the fit check before launch: the test checkpoint's weights, a quarter a node (TP4), fit
+    for node in range(4):
+        assert re.search(rf"^node{node}: memory: needs about [\d.]+ KiB of [\d.]+ GiB free "
+                         r"\(weights [\d.]+ KiB: 1 of 4 TP ranks; no GPU: --mem-fraction-static "
+                         r"0\.8 has nothing to apply to", up.stderr, re.M), up.stderr
 
 
 def test_status_names_the_check(cli: Cli) -> None:

@@ -84,3 +84,28 @@ def make_checkpoint(hf: Path, rows: tuple[int, int] = (1001, 1003), cols: int = 
     index = {"metadata": {"total_size": sum(a.nbytes for a in t.values())}, "weight_map": where}
     (snap / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
     return ckpt
+
+
+def sparse_checkpoint(hf: Path, repo: str, matrix_bytes: int, revision: str = REVISION) -> Path:
+    """A one-file snapshot of ``repo`` whose header declares a U8 matrix of at least
+    ``matrix_bytes`` and a 4 KiB norm, written sparse (the header alone takes a block: a file
+    larger than the machine's memory costs nothing), ``refs/main`` naming it. Real: it opens
+    with ``safetensors.safe_open``. Returns the file."""
+    cols = 2**20
+    rows = -(-matrix_bytes // cols)
+    header = {"__metadata__": {"format": "pt"},
+              "model.norm.weight": {"dtype": "F32", "shape": [1024], "data_offsets": [0, 4096]},
+              "model.embed_tokens.weight": {"dtype": "U8", "shape": [rows, cols],
+                                            "data_offsets": [4096, 4096 + rows * cols]}}
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)  # the data starts 8-aligned, as the library writes it
+    repo_dir = hf / "hub" / f"models--{repo.replace('/', '--')}"
+    snap = repo_dir / "snapshots" / revision
+    snap.mkdir(parents=True)
+    (repo_dir / "refs").mkdir()
+    (repo_dir / "refs" / "main").write_text(revision)
+    path = snap / "model.safetensors"
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text)
+        f.truncate(8 + len(text) + 4096 + rows * cols)
+    return path

@@ -11,7 +11,7 @@ dumps), and says so where an operator asked for it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from sparktui.backend.http import Opener
@@ -77,6 +77,21 @@ class RestartOne(Protocol):
     async def retire(self, node: str, container_id: str, timeout: float) -> None:
         """Stop one rank's container, its log still readable (removed after the follower has
         drained it)."""
+        ...
+
+
+OldProcesses = Callable[[], Awaitable[list[int]]]
+"""The pids of a removed container's processes still on its node (``Leftovers``)."""
+
+
+@runtime_checkable
+class Leftovers(Protocol):
+    """What a removed container left running on its node: a restart waits until none of its
+    processes remain (``backend/memwait``)."""
+
+    async def remember(self, node: str, container_id: str) -> OldProcesses:
+        """Called before the container is stopped: the call returned lists its processes still
+        on the node; ``NodeError`` or ``RuntimeLost`` when they cannot be looked for."""
         ...
 
 

@@ -13,10 +13,12 @@ from pathlib import Path
 from sparktui.backend.doctor import Finding
 from sparktui.backend.nodeshell import LocalShell, NodeShell
 from sparktui.backend.runtime import Containers, RuntimeLost
+from sparktui.backend.runtimes.base import OldProcesses
 from sparktui.backend.runtimes.processes import LocalRuntime
 from sparktui.backend.runtimes.shells import ShellRuntime
 from sparktui.core.cluster import Cluster, Node
 from sparktui.core.kinds import LOCAL, kind_of
+from sparktui.core.memwait import ProcStat, proc_stat, rank_tree
 from sparktui.core.procs import Proc, from_proc, proc_group
 
 
@@ -81,6 +83,49 @@ class LocalProcesses(ShellRuntime):
             os.kill(pid, signals.Signals[signal])
         except ProcessLookupError:
             raise RuntimeLost(f"process {pid} is gone") from None
+
+
+    # -- Leftovers: the rank's processes as they were before the stop, by pid and start time
+    async def remember(self, node: str, container_id: str) -> OldProcesses:
+        leader = self._group(container_id)
+        tree = await asyncio.to_thread(_rank_tree, leader) if leader is not None else {}
+
+        async def left() -> list[int]:
+            return await asyncio.to_thread(_still_there, tree)
+        return left
+
+
+def _stats() -> dict[int, ProcStat]:
+    """Every process of this machine, from ``/proc``."""
+    found: dict[int, ProcStat] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
+                    st = proc_stat(f.read())
+            except OSError:  # gone meanwhile
+                continue
+            if st is not None:
+                found[int(entry)] = st
+    return found
+
+
+def _rank_tree(leader: int) -> dict[int, int]:
+    return rank_tree(_stats(), leader)
+
+
+def _still_there(tree: dict[int, int]) -> list[int]:
+    """Those of ``tree`` that still run: the same pid with the same start time, no zombie."""
+    left = []
+    for pid, start in tree.items():
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+                st = proc_stat(f.read())
+        except OSError:
+            continue
+        if st is not None and st.start == start and st.state not in ("Z", "X"):
+            left.append(pid)
+    return left
 
 
 def _group_procs(group: int) -> list[Proc]:

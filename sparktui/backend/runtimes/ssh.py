@@ -9,8 +9,10 @@ from pathlib import Path
 from sparktui.backend.doctor import Finding
 from sparktui.backend.events import Event
 from sparktui.backend.imagesync import DockerUrl, SyncReport, sync_image
+from sparktui.backend.memwait import node_leftovers
 from sparktui.backend.nodeshell import NodeShell, SshShell
 from sparktui.backend.runtime import Containers, RuntimeLost
+from sparktui.backend.runtimes.base import OldProcesses
 from sparktui.backend.runtimes.docker import DockerRuntime, preflight
 from sparktui.backend.runtimes.shells import ShellRuntime
 from sparktui.backend.runtimes.tunnel import DockerTunnel
@@ -95,6 +97,11 @@ class SshDocker(ShellRuntime):
                                        ["sh", "-c", f"kill -s {name} {int(inner)}"], timeout=10)
         if code != 0:
             raise RuntimeLost(f"{node}: kill -s {name} {inner} in the container: {output.strip()}")
+
+    # -- Leftovers: the node's processes whose cgroup names the old container
+    async def remember(self, node: str, container_id: str) -> OldProcesses:
+        shell = self.shells[node]
+        return lambda: node_leftovers(shell, container_id)
 
     async def close(self) -> None:
         for tunnel in self.tunnels.values():

@@ -77,6 +77,17 @@ class Launch:
 
 
 @dataclass(frozen=True)
+class MemoryFraction:
+    """The flag that gives the share of each GPU's memory the engine takes at start (weights,
+    then its KV cache up to that share): what the fit check applies to a node's memory. Its
+    default, when the args leave it out, is the flag table's (``dest``): vLLM's parser has one,
+    SGLang's is None (it picks a share itself at start, from the GPU's size and the TP)."""
+
+    flags: tuple[str, ...]  # every spelling, the first as messages name it
+    dest: str  # the field it sets in the engine's flag table
+
+
+@dataclass(frozen=True)
 class ReadyFacts:
     """What is known of one rank when its readiness is decided."""
 
@@ -100,6 +111,7 @@ class Engine(Protocol):
     args_dump: ArgsDump  # the line where it prints the arguments it runs with
     process_marks: tuple[str, ...]  # words of its processes' command lines (``core.procs``)
     stack_signal: str | None  # a signal that makes it print every thread's stack and go on
+    memory_fraction: MemoryFraction  # the flag giving its share of the GPU's memory (fit check)
 
     def rank_flags(self, launch: Launch) -> list[str]:
         """The flags appended to the recipe's ``args`` for this rank."""

@@ -3,7 +3,14 @@ run SGLang's small health server on the same port."""
 
 from __future__ import annotations
 
-from sparktui.core.engines.base import CANARY_PROMPT, Completion, Launch, Probe, ReadyFacts
+from sparktui.core.engines.base import (
+    CANARY_PROMPT,
+    Completion,
+    Launch,
+    MemoryFraction,
+    Probe,
+    ReadyFacts,
+)
 from sparktui.core.engines.dumps import ArgsDump
 from sparktui.core.engines.requestlog import UVICORN_ACCESS, RequestLines
 
@@ -38,6 +45,7 @@ class SGLang:
     # SGLang 0.5.23 only calls faulthandler.enable() (fatal signals): no signal prints its stacks and
     # lets it run on; py-spy in the image is the way (docs/design.md, issue 27)
     stack_signal: str | None = None
+    memory_fraction = MemoryFraction(("--mem-fraction-static",), "mem_fraction_static")
 
     def rank_flags(self, launch: Launch) -> list[str]:
         return ["--model-path", launch.model, "--nnodes", str(launch.nnodes), "--node-rank",

@@ -9,6 +9,7 @@ from sparktui.core.engines.base import (
     CANARY_PROMPT,
     Completion,
     Launch,
+    MemoryFraction,
     Probe,
     ReadyFacts,
     openai_completion_text,
@@ -54,6 +55,9 @@ class VLLM:
     # vLLM 0.33.0 only calls faulthandler.enable() (fatal signals): no signal prints its stacks and
     # lets it run on; py-spy in the image is the way (docs/design.md, issue 27)
     stack_signal: str | None = None
+    # --gpu_memory_utilization too: vLLM's parser reads "_" as "-" in a flag's name
+    memory_fraction = MemoryFraction(("--gpu-memory-utilization", "--device-memory-utilization"),
+                                     "gpu_memory_utilization")
 
     def rank_flags(self, launch: Launch) -> list[str]:
         flags = ["--model", launch.model, "--host", launch.bind_host, "--port", str(launch.port),
