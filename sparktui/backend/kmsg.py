@@ -91,8 +91,8 @@ class KernelVerdict:
         return done
 
     async def judge_attached(self, timeout: float = 15.0) -> None:
-        """After an attach: each failed rank not judged before is judged now (awaited, so a
-        ``status`` says it), every node read once."""
+        """After an attach: each failed rank the run's events hold no verdict for is judged
+        now (its node read once, no retry; awaited, so a ``status`` says it)."""
         judged = self.restore()
         todo = [i for i in self.board.ranks
                 if i.rank not in judged and i.state == "failed" and self._judged(i)
