@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from sparktui.backend.findings import Finding, Verdict
+from sparktui.backend.kmsg import doctor_findings
 from sparktui.backend.nodeshell import NodeError
 from sparktui.backend.runtimes.base import NodeExec, Preflight, Runtime
 from sparktui.core.cluster import Node
@@ -116,6 +117,7 @@ async def check_node(node: Node, runtime: Runtime, plan: Plan,
                 add("gpu", "passed", f"{len(gpus)} GPU(s): {gpus[0] if gpus else ''}")
             else:
                 add("gpu", "failed", f"nvidia-smi failed on {node.name}: {out[:200]}")
+        found += await doctor_findings(shell)  # its kernel's oom kills, Xid, AER (backend.kmsg)
     except NodeError as exc:
         add("ssh", "failed", exc.reason)
     return found, image_id

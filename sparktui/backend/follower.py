@@ -40,6 +40,9 @@ class LogFollower:
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self.closed = False
         self._saving: asyncio.Task[None] | None = None  # the cursors being written, in a thread
+        self.on_exit: Callable[[RankInfo, bool], None] | None = None
+        """Told of a rank whose container ended on its own, and whether its runtime says the
+        kernel's OOM killer ended it (``backend.kmsg`` reads the kernel's verdict)."""
 
     def following(self, rank: int) -> bool:
         task = self.tasks.get(rank)
@@ -213,9 +216,15 @@ class LogFollower:
         if info.state == "failed":  # failed already (its group fell, or a fatal line)
             self.board.failed_on_its_own(info, cause, when)
             self.board.end_boot(info)  # its container is gone: so is its boot
+            self._judge(info, st)
             return
         self.board.set_state(info, "failed", cause, when)
         self.board.end_boot(info)
+        self._judge(info, st)
+
+    def _judge(self, info: RankInfo, st: ContainerState) -> None:
+        if self.on_exit is not None and st.exit_code != 0:
+            self.on_exit(info, st.oom_killed)
 
     async def catch_up(self) -> None:
         """Copy into the run's files what containers wrote while no sparktui was watching."""

@@ -35,6 +35,7 @@ from sparktui.backend.imagesync import (
     SyncReport,
     check_images,
 )
+from sparktui.backend.kmsg import KernelVerdict
 from sparktui.backend.memfit import check_fit
 from sparktui.backend.memguard import MemoryWatch
 from sparktui.backend.memwait import RestartWait, read_baseline, record_baseline
@@ -120,6 +121,8 @@ class Orchestrator:
         openers = {n.name: rt.opener(n.name) for n in self.nodes} if isinstance(rt, NodeProbe) else {}
         self.board = Board(plan, self.nodes, self.emit)
         self.follower = LogFollower(self.board, self.runtimes, rt.connect)
+        self.verdict = KernelVerdict(self.board, self.shells)  # a failed rank's kernel messages
+        self.follower.on_exit = self.verdict.rank_exited
         self.health = HealthProber(
             self.board, openers,
             interval=cluster.health_interval or health_interval or cluster.probe_interval)
@@ -313,6 +316,7 @@ class Orchestrator:
         restore_causes(self.ranks, run.events())  # a rank the memory guard stopped says so
         self._restore_wait(run)
         await self.follower.replay_checks(run)
+        await self.verdict.judge_attached()
         self.board.boot_started = time.monotonic()
         for info in self.ranks:
             self.board.announce(info)
@@ -662,7 +666,10 @@ class Orchestrator:
 
     async def wait(self, timeout: float | None = None, grace: float = 3.0) -> bool:
         """Until every rank is ready (True) or one failed / the time ran out (False)."""
-        return await self.boot.wait(timeout, grace)
+        ready = await self.boot.wait(timeout, grace)
+        if not ready:
+            await self.verdict.settle()  # a failed rank's kernel verdict, before it is reported
+        return ready
 
     def grep_history(self, line_filter: LineFilter, ranks: list[int], *, cap: int,
                      run: Run | None = None) -> AsyncGenerator[GrepProgress, None]:
@@ -837,6 +844,7 @@ class Orchestrator:
         if self._sampler is not None:
             await self._sampler.stop()
         await self.follower.close()
+        await self.verdict.close()
         for task in self._tasks.values():
             task.cancel()
         for task in self._tasks.values():

@@ -30,6 +30,9 @@ class ContainerState:
     created_at: str | None = None  # RFC 3339 UTC: since when it is there (whose run, since when)
     queued: str | None = None
     """Not started yet: its scheduler holds it back, and why (Slurm's reason); None: started."""
+    oom_killed: bool = False
+    """Its runtime says the kernel's out-of-memory killer ended it (Docker's State.OOMKilled): a
+    hint, the kernel's message is the proof (``backend.kmsg``)."""
     lost: str | None = None
     """Why it ended with no exit code, in its runtime's words (Slurm: the allocation ended under
     it, and why); None: nothing more to say."""

@@ -29,6 +29,8 @@ def docker_run_line(c: ContainerSpec, show_secrets: bool = False,
     parts += ["--network", q(d.network_mode), "--ipc", q(d.ipc_mode)]
     if c.shm_size:
         parts += ["--shm-size", q(c.shm_size)]
+    if c.memory_limit is not None:
+        parts += ["--memory", str(c.memory_limit), "--memory-swap", str(c.memory_limit)]
     if c.gpus and c.gpus != "none":
         parts += ["--gpus", q(c.gpus)]
     for dev in c.devices:
@@ -61,6 +63,8 @@ def docker_cli_args(c: ContainerSpec, extra_labels: dict[str, str]) -> tuple[lis
     args = ["--init", "--name", c.name, "--network", d.network_mode, "--ipc", d.ipc_mode]
     if c.shm_size:
         args += ["--shm-size", c.shm_size]
+    if c.memory_limit is not None:  # swap equal to it: no swapping around the limit
+        args += ["--memory", str(c.memory_limit), "--memory-swap", str(c.memory_limit)]
     if c.gpus and c.gpus.strip().lower() != "none":
         args += ["--gpus", c.gpus]
     for dev in c.devices:

@@ -13,6 +13,7 @@ from pathlib import Path
 from sparktui.agents.sparse_rows import bytes_for_ranks, selected_tensors
 from sparktui.core.cluster import Cluster
 from sparktui.core.engines.argv import demo_entrypoint, table_for, value_problem, walk
+from sparktui.core.kinds import LOCAL
 from sparktui.core.nodevalues import nic_names, unsafe_sentence
 from sparktui.core.placeholders import substitute
 from sparktui.core.plan import hosted_tp_ranks
@@ -250,6 +251,19 @@ def lint_min_free(recipe: Recipe, cluster: Cluster | None) -> list[Problem]:
     return problems
 
 
+def lint_memory_limit(recipe: Recipe, cluster: Cluster | None) -> list[Problem]:
+    """``[memory] limit`` is a container's memory limit: local processes have none, so the
+    limit is not applied there (the memory guard still watches the machine)."""
+    if cluster is None or cluster.kind != LOCAL or recipe.spec.memory.limit is None:
+        return []
+    return [recipe.problem(
+        ("memory", "limit"),
+        f"[memory] limit {recipe.spec.memory.limit} is not applied on cluster {cluster.name!r}: "
+        "its ranks are local processes, not containers (the memory guard still watches the "
+        "machine's available memory)",
+        severity="warning", code="memory-limit-local")]
+
+
 def first_node_values(recipe: Recipe, cluster: Cluster | None) -> dict[str, str]:
     """The placeholders filled as for rank 0 on the first node (stand-ins without a cluster)."""
     node = cluster.nodes[0] if cluster is not None and cluster.nodes else None
@@ -308,7 +322,7 @@ RECIPE_LINTS: list[Callable[[Recipe], list[Problem]]] = [
     lint_engine_flags,
 ]
 CLUSTER_LINTS: list[Callable[[Recipe, Cluster | None], list[Problem]]] = [
-    lint_cluster_size, lint_min_free, lint_node_paths, lint_node_values,
+    lint_cluster_size, lint_min_free, lint_node_paths, lint_node_values, lint_memory_limit,
 ]
 
 

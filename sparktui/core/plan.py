@@ -255,6 +255,7 @@ def _container(recipe: Recipe, cluster: Cluster, node: Node, rank: int, port: in
         secrets=SecretRules(tuple(spec.secret_env), tuple(spec.secret_args)),
         docker=DockerOptions(network_mode="host", ipc_mode="host", cap_add=list(node.docker.cap_add),
                              ulimits=dict(node.docker.ulimits)),
+        memory_limit=parse_size(limit) if (limit := spec.memory.limit) is not None else None,
     )
 
 

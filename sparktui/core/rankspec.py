@@ -52,6 +52,9 @@ class ContainerSpec:
     labels: dict[str, str]
     secrets: SecretRules = field(default=SecretRules())  # which env and args values are secret
     docker: DockerOptions = field(default_factory=DockerOptions)
+    memory_limit: int | None = None
+    """Bytes the rank may hold (``[memory] limit``): Docker's ``--memory`` with swap equal, so
+    the kernel kills it at the limit (and says so) before it takes the node; None: no limit."""
 
     @property
     def argv(self) -> list[str]:
@@ -102,9 +105,10 @@ class ContainerSpec:
 
     def to_json(self, show_secrets: bool = False, conceal: Conceal | None = None) -> dict[str, Any]:
         """The plan's record of the rank, Docker's options beside the rest, keys in the order
-        they always had (the plan hash is taken over it: a running cluster's stays what it was)."""
+        they always had (the plan hash is taken over it: a running cluster's stays what it was);
+        keys added since appear only when set."""
         d = self.docker
-        return {
+        out: dict[str, Any] = {
             "name": self.name, "image": self.image,
             "entrypoint": self.shown_entrypoint(show_secrets, conceal),
             "command": self.shown_command(show_secrets, conceal),
@@ -114,6 +118,9 @@ class ContainerSpec:
             "gpus": self.gpus, "devices": list(self.devices), "cap_add": list(d.cap_add),
             "ulimits": dict(d.ulimits), "labels": self.shown_labels(show_secrets, conceal),
         }
+        if self.memory_limit is not None:  # only when set: a plan without one hashes as before
+            out["memory_limit"] = self.memory_limit
+        return out
 
 
 def _conceal(show_secrets: bool, conceal: Conceal | None) -> Conceal:

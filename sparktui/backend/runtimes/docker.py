@@ -119,7 +119,7 @@ class DockerRuntime:
             exit_code=st.get("ExitCode") if status in ("exited", "dead") else None,
             started_at=st.get("StartedAt"), finished_at=st.get("FinishedAt"),
             labels=dict(a.get("Config", {}).get("Labels") or {}), image_id=a.get("Image"),
-            created_at=a.get("Created"),
+            created_at=a.get("Created"), oom_killed=bool(st.get("OOMKilled")),
         )
 
     async def find(self, labels: dict[str, str]) -> list[ContainerState]:
@@ -147,6 +147,8 @@ class DockerRuntime:
         )
         if spec.shm_size:
             kwargs["shm_size"] = spec.shm_size
+        if spec.memory_limit is not None:  # swap equal to it: the kernel kills at the limit
+            kwargs["mem_limit"] = kwargs["memswap_limit"] = spec.memory_limit
         if spec.devices:
             kwargs["devices"] = [f"{d}:{d}:rwm" if ":" not in d else d for d in spec.devices]
         if spec.docker.cap_add:
