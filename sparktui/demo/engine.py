@@ -68,7 +68,8 @@ Demo switches (a flag wins over its environment variable; the variables let a re
   ``--demo-alloc-every S``, default 0.5, ``--demo-alloc-rank R``, default every rank,
   ``--demo-alloc-once FILE``: only where FILE is absent, made first, so a restart does not repeat
   it): from weight loading on, take SIZE of memory one step at a time (each page written) and
-  hold it until exit, a line per step: what the memory guard, an out-of-memory kill and a restart's wait are shown on.
+  hold it until exit, a line per step: what the memory guard, an out-of-memory kill and a
+  restart's wait are shown on.
 * ``--demo-flood LPS`` / ``SPARKTUI_DEMO_FLOOD``: after ready, LPS realistic log lines per second.
 * ``--demo-tick S`` / ``SPARKTUI_DEMO_TICK``: after ready, ``demo tick <n>`` every S seconds,
   n = 1, 2, 3, ...
