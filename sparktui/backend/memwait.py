@@ -212,7 +212,12 @@ class RestartWait:
                                    nodes=self._rows(waits))
                     return
                 await asyncio.sleep(POLL_S)
-            if began:
+            if not began:  # nothing to wait for: the figures said all the same
+                self.board.notice("info", "memory checked before the restart: "
+                                  + "; ".join(_back(w) for w in waits)
+                                  + ("" if self.not_looked else "; no old process left"))
+                self.run.event(WAIT_EVENT, phase="none", nodes=self._rows(waits))
+            else:
                 elapsed = time.monotonic() - started
                 waits = [replace(w, seconds=elapsed) for w in waits]
                 self.board.notice("info", f"memory back after {elapsed:.0f} s, the old processes "
