@@ -460,15 +460,6 @@ def set_state(s: Slurm, node: Node, state: str, reason: str = "sparktui testbed"
 # ----------------------------------------------------------------------------- lifecycle
 
 
-def login_root(login: Node) -> str:
-    """The login node's own /root, empty as on a new machine: this machine's root's shell
-    start files (a pyenv init took 0.1 s of every command sparktui runs over SSH there) are
-    not the login node's."""
-    root = os.path.join(os.path.dirname(login.home), "root")
-    os.makedirs(root, mode=0o700, exist_ok=True)
-    return root
-
-
 def setup_login(s: Slurm, paths: Paths, nodes: Sequence[Node]) -> None:
     """The login node's namespaces, host key (in Slurm's own known_hosts) and sshd."""
     login = s.login
@@ -488,12 +479,10 @@ def setup_login(s: Slurm, paths: Paths, nodes: Sequence[Node]) -> None:
                 f"--mount={login.mntns}",
                 "sh",
                 "-c",
-                'mount --bind "$1" /etc/hosts && mount --bind "$2" /etc/resolv.conf'
-                ' && mount --bind "$3" /root',
+                'mount --bind "$1" /etc/hosts && mount --bind "$2" /etc/resolv.conf',
                 "sh",
                 s.hosts,
                 s.resolv,
-                login_root(login),
             ],
             what="bind mounts",
         )

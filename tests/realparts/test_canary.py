@@ -76,8 +76,15 @@ def status(cli: Cli) -> dict[str, Any]:
 
 
 def events(env: dict[str, str], run_id: str) -> list[dict[str, Any]]:
+    """The run's events so far (a last line still being written is left out)."""
     path = Path(env["XDG_STATE_HOME"]) / "sparktui" / "runs" / run_id / "events.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            break
+    return out
 
 
 def wait_for(what: Callable[[], Any], timeout: float, why: str) -> Any:
@@ -128,7 +135,14 @@ def test_a_stopped_rank_wedges_the_group_and_the_watchdog_restarts_it(
                 r["container_id"] not in before for r in s["ranks"])
             return s if fresh else None
 
-        st = wait_for(restarted, 90, "the watchdog's group restart")
+        def ready_again() -> bool:  # as the watch wrote it: no sparktui process a poll
+            evs = events(env, run_id)
+            marks = [i for i, e in enumerate(evs) if e["kind"] == "watchdog"]
+            return bool(marks) and {e["rank"] for e in evs[marks[0]:] if e["kind"] == "rank"
+                                    and e["state"] == "ready"} == {0, 1, 2, 3}
+
+        wait_for(ready_again, 90, "every rank ready after the watchdog's group restart")
+        st = wait_for(restarted, 30, "the watchdog's group restart")
         assert st["run"] == run_id  # the same run
         assert [r["restarts"] for r in st["ranks"]] == [1, 1, 1, 1]
     finally:

@@ -92,6 +92,27 @@ def wait_status(cli: Cli, want: Callable[[dict[str, Any]], bool], timeout: float
         time.sleep(1)
 
 
+def run_events(env: dict[str, str], run_id: str) -> list[dict[str, Any]]:
+    """The run's events.jsonl so far (a last line still being written is left out)."""
+    path = Path(env["XDG_STATE_HOME"]) / "sparktui" / "runs" / run_id / "events.jsonl"
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            break
+    return out
+
+
+def ready_after_restart(env: dict[str, str], run_id: str, n: int) -> bool:
+    """Whether every rank was ready after the watchdog's ``n``-th restart, as the watch itself
+    wrote it (its watchdog is armed again then: it arms on those same events)."""
+    evs = run_events(env, run_id)
+    marks = [i for i, e in enumerate(evs) if e.get("kind") == "watchdog" and e.get("action") == "restart"]
+    return len(marks) >= n and {e["rank"] for e in evs[marks[n - 1]:] if e.get("kind") == "rank"
+                                and e.get("state") == "ready"} == {0, 1, 2, 3}
+
+
 async def test_a_lost_rank_fails_the_group_and_restart_group_brings_it_back(
         cli: Cli, testbed: Any, recipe: Path, env: dict[str, str]) -> None:
     up = cli("up", "--wait")
@@ -154,11 +175,15 @@ def test_watchdog_restarts_the_group_within_its_budget(cli: Cli, testbed: Any, r
         for n in (1, 2):
             before = ids(testbed)
             kill_engine(testbed, 1)  # the others fall with it; rank 1 is named first
+            end = time.monotonic() + 60  # watched in the run's events: no sparktui process a poll
+            while not ready_after_restart(env, st["run"], n):
+                assert watch.poll() is None, out.read_text()
+                assert time.monotonic() < end, f"watchdog restart {n}: {out.read_text()}"
+                time.sleep(0.2)
             st = wait_status(cli, lambda s, b=before: [r["state"] for r in s["ranks"]] == ["ready"] * 4
                              and all(r["container_id"] not in b for r in s["ranks"]), 60,
                              f"watchdog restart {n}")
             assert [r["restarts"] for r in st["ranks"]] == [c + n for c in restarts]
-            time.sleep(2)  # armed again
         kill_engine(testbed, 3)
         end = time.monotonic() + 20
         while "restart budget spent (2 in 6h)" not in out.read_text():

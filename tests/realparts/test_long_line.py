@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +31,10 @@ pytestmark = pytest.mark.realparts
 
 PRINTABLE = bytes(range(33, 127))  # 94 characters: the line's pieces never line up with it
 SCRIPT = '''
-import os, sys, time
-time.sleep(float(os.environ["DELAY"]))  # after up has ended: the logs process reads it all
+import os, signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+signal.signal(signal.SIGUSR1, lambda *_: None)  # caught: the test sees it is safe to send
+signal.sigwait({signal.SIGUSR1})  # sent once every up has ended: the logs process reads it all
 n = int(os.environ["LINE_BYTES"])
 block = bytes(range(33, 127)) * ((1 << 20) // 94 + 1)
 while n > 0:
@@ -59,7 +63,7 @@ def recipe(tmp_path: Path, name: str, size: int) -> Path:
     (folder / "recipe.toml").write_text(
         f'engine = "sglang"\ndocker_image = "{IMAGE}"\nmodel = "x/long-line"\n'
         f"required_nodes = 1\ntensor_parallel_size = 1\nentrypoint = [\"python3\", \"-c\", "
-        f'"""{SCRIPT}"""]\n[env]\nLINE_BYTES = "{size}"\nDELAY = "2"\n')
+        f'"""{SCRIPT}"""]\n[env]\nLINE_BYTES = "{size}"\n')
     return folder
 
 
@@ -107,6 +111,20 @@ def joined(run_file: Path) -> tuple[int, str, int]:
     return size, h.hexdigest(), pieces
 
 
+def waits_for_the_signal(container: Any) -> bool:
+    """Whether the container's script catches SIGUSR1 (sent before, it would end the script;
+    blocked before it is caught, so it waits for it in ``sigwait``)."""
+    top = container.top()
+    pid_col, cmd_col = top["Titles"].index("PID"), top["Titles"].index("CMD")
+    for proc in top["Processes"]:
+        if "python3" in proc[cmd_col] and "docker-init" not in proc[cmd_col]:
+            status = Path(f"/proc/{proc[pid_col]}/status").read_text()
+            caught = int(next(line for line in status.splitlines()
+                              if line.startswith("SigCgt:")).split()[1], 16)
+            return bool(caught & (1 << (signal.SIGUSR1 - 1)))
+    return False
+
+
 def test_one_long_line_is_copied_in_bounded_memory_linear_time_every_byte(
         testbed: Any, tmp_path: Path) -> None:
     tag = uuid.uuid4().hex[:6]
@@ -116,16 +134,27 @@ def test_one_long_line_is_copied_in_bounded_memory_linear_time_every_byte(
     rss: dict[str, int] = {}
     seconds: dict[str, float] = {}
     folders = [(key, recipe(tmp_path, f"long-{key}{i}-{tag}", SIZES[key])) for i, key in enumerate(RUNS)]
+    clis = [sparktui_cli(testbed.cluster_file, env, folder) for _, folder in folders]
     try:
-        for key, folder in folders:
-            cli = sparktui_cli(testbed.cluster_file, env, folder)
-            up = cli("up")
+        # every up at once: what each proves is measured after them, one logs process at a time
+        with ThreadPoolExecutor(len(clis)) as pool:
+            ups = list(pool.map(lambda cli: cli("up"), clis))
+        for up in ups:
             assert up.returncode == 0, up.stderr
-            name = f"sparktui-{folder.name}-r0"
-            deadline = time.monotonic() + 120
-            while node0.containers.get(name).status != "exited":
-                assert time.monotonic() < deadline, f"{name} still writing"
+        started = [node0.containers.get(f"sparktui-{folder.name}-r0") for _, folder in folders]
+        deadline = time.monotonic() + 60
+        while not all(waits_for_the_signal(c) for c in started):
+            assert time.monotonic() < deadline, "a container is not waiting for its signal"
+            time.sleep(0.1)
+        for c in started:  # the lines are written now that no up runs any more
+            c.kill(signal="SIGUSR1")
+        deadline = time.monotonic() + 120
+        for c in started:
+            while (c.reload(), c.status)[1] != "exited":
+                assert time.monotonic() < deadline, f"{c.name} still writing"
                 time.sleep(0.2)
+            assert c.attrs["State"]["ExitCode"] == 0, c.attrs["State"]
+        for key, folder in folders:
             timing = tmp_path / f"timing-{folder.name}"
             peak = measured_logs(
                 [sys.executable, "-m", "sparktui", "logs", str(folder), "--cluster",
@@ -137,8 +166,8 @@ def test_one_long_line_is_copied_in_bounded_memory_linear_time_every_byte(
             assert (size, digest) == (SIZES[key], expected(SIZES[key])), key
             assert pieces == -(-SIZES[key] // MAX_LINE_BYTES), key
     finally:
-        for _, folder in folders:
-            sparktui_cli(testbed.cluster_file, env, folder)("down")
+        for cli in clis:  # one at a time: seven at once took longer (each catches its line up)
+            cli("down")
     growth_mib = (rss["hundred"] - rss["base"]) / 1024
     ratio = seconds["hundred"] / seconds["ten"]
     print(f"peak RSS {rss} KiB (growth {growth_mib:.1f} MiB); ingest {seconds} s (ratio {ratio:.1f})")

@@ -413,9 +413,18 @@ async def test_login_sshd_restart_loses_no_line_in_logs_follow_or_the_console(
                 await pilot.pause(4)
             finally:
                 await asyncio.to_thread(tbm.start_sshd, slurm.state_dir, "login")
-            await pilot.pause(12)  # reconnected, and caught up
-            shown = {r: [int(m[1]) for line in main.store.lines(r)
-                         if (m := TICK.search(line[TEXT]))] for r in range(4)}
+            back = {r: len(t) for r, t in (await asyncio.to_thread(own_ticks, slurm, demo)).items()}
+
+            def ticks_shown() -> dict[int, list[int]]:
+                return {r: [int(m[1]) for line in main.store.lines(r)
+                            if (m := TICK.search(line[TEXT]))] for r in range(4)}
+
+            # reconnected, and caught up: past the ticks written until the sshd was back
+            await wait_for(pilot, lambda: all(
+                len(t) >= max(12, back[r] + 2) for r, t in ticks_shown().items()) and all(
+                len(t) >= max(12, back[r] + 2) for r, t in followed_ticks(follow_out).items()),
+                30, "the console and logs -f past the outage")
+            shown = ticks_shown()
     finally:
         follow.terminate()
         follow.wait(15)
@@ -423,13 +432,18 @@ async def test_login_sshd_restart_loses_no_line_in_logs_follow_or_the_console(
     for rank, ticks in shown.items():
         assert ticks == list(range(1, len(ticks) + 1)), f"rank {rank} in the console: {ticks}"
         assert len(ticks) >= 12 and ticks == own[rank][: len(ticks)]
+    for rank, ticks in followed_ticks(follow_out).items():
+        assert ticks == list(range(1, len(ticks) + 1)), f"rank {rank} in logs -f: {ticks}"
+        assert len(ticks) >= 12 and ticks == own[rank][: len(ticks)]
+
+
+def followed_ticks(follow_out: Path) -> dict[int, list[int]]:
+    """The tick numbers ``logs -f`` printed so far, per rank."""
     followed: dict[int, list[int]] = {r: [] for r in range(4)}
     for line in follow_out.read_text().splitlines():
         if (m := TICK.search(line)) and line[:2] in ("r0", "r1", "r2", "r3"):
             followed[int(line[1])].append(int(m[1]))
-    for rank, ticks in followed.items():
-        assert ticks == list(range(1, len(ticks) + 1)), f"rank {rank} in logs -f: {ticks}"
-        assert len(ticks) >= 12 and ticks == own[rank][: len(ticks)]
+    return followed
 
 
 def own_ticks(tb: Any, demo: Path) -> dict[int, list[int]]:

@@ -187,18 +187,20 @@ def test_home_is_private_to_each_node(testbed: Any) -> None:
                 assert (await conn_b.run(f"test -e {path}")).exit_status == 1
                 async with conn_b.start_sftp_client() as sftp_b:
                     assert not await sftp_b.exists(path)
-                # containers bind-mount from their node's /home
+                # containers bind-mount from their node's /home (both nodes at once)
                 cmd = ["sh", "-c", f"cat /mnt/testbed-{token} 2>/dev/null || echo absent"]
-                for node, want in ((a, token), (b, "absent")):
+
+                async def seen(node: Any) -> str:
                     async with _docker(testbed, node) as client:
-                        out = await asyncio.to_thread(
+                        return await asyncio.to_thread(
                             _output,
                             client,
                             cmd,
                             network_mode="host",
                             volumes={"/home/kilork/mia-state/engram": {"bind": "/mnt", "mode": "ro"}},
                         )
-                        assert out == want, node.name
+
+                assert await asyncio.gather(seen(a), seen(b)) == [token, "absent"]
             finally:
                 await conn_a.run(f"rm -f {path}")
 

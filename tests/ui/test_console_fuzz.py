@@ -116,9 +116,30 @@ async def _dump_tasks_after(seconds: float, where: Path) -> None:
             task.print_stack(file=f)
 
 
+def _what_happened(seed: int, tmp_path: Path, exc: Exception) -> str:
+    """A failure's message: the exception, then the step trace and the tasks' dump, if written
+    (a CI log keeps the assertion message, not tmp_path)."""
+    parts = [f"console fuzz seed {seed} failed: {type(exc).__name__}: {exc}"]
+    for name in ("steps.txt", "tasks.txt"):
+        path = tmp_path / name
+        if path.is_file():
+            parts.append(f"--- {path}:\n{path.read_text(errors='replace').rstrip()}")
+        else:
+            parts.append(f"--- {path}: not written")
+    return "\n".join(parts)
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 async def test_console_fuzz(seed: int, recipes: Path, tmp_path: Path,
                             monkeypatch: pytest.MonkeyPatch) -> None:
+    try:
+        await _fuzz_seed(seed, recipes, tmp_path, monkeypatch)
+    except Exception as exc:  # an assertion among them: each says what happened, with the steps
+        raise AssertionError(_what_happened(seed, tmp_path, exc)) from exc
+
+
+async def _fuzz_seed(seed: int, recipes: Path, tmp_path: Path,
+                     monkeypatch: pytest.MonkeyPatch) -> None:
     names = ["fuzz-a", "fuzz-b", "fuzz-v"]
     already = set(_engines(names))  # another run's leftovers are not this seed's
     dump = asyncio.create_task(_dump_tasks_after(STEPS * 0.5 + 120, tmp_path / "tasks.txt"))
