@@ -3,12 +3,14 @@ in new processes: a state folder of the test's own, and never a traceback."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import RECIPES, ROOT
 
@@ -36,6 +38,19 @@ def sparktui_cli(cluster_file: str, env: dict[str, str], recipe: Path, timeout: 
                         timeout=timeout)
 
     return run
+
+
+def run_events(env: dict[str, str], run_id: str) -> list[dict[str, Any]]:
+    """The run's events.jsonl so far, in the state folder of ``env`` (a last line still being
+    written is left out)."""
+    path = Path(env["XDG_STATE_HOME"]) / "sparktui" / "runs" / run_id / "events.jsonl"
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            break
+    return out
 
 
 def local_env(tmp: Path) -> dict[str, str]:

@@ -20,7 +20,7 @@ import docker
 import pytest
 
 from tests.conftest import ROOT
-from tests.runner import Cli, sparktui_cli, state_env
+from tests.runner import Cli, run_events, sparktui_cli, state_env
 
 pytestmark = pytest.mark.realparts
 
@@ -75,18 +75,6 @@ def status(cli: Cli) -> dict[str, Any]:
     return json.loads(res.stdout)  # type: ignore[no-any-return]
 
 
-def events(env: dict[str, str], run_id: str) -> list[dict[str, Any]]:
-    """The run's events so far (a last line still being written is left out)."""
-    path = Path(env["XDG_STATE_HOME"]) / "sparktui" / "runs" / run_id / "events.jsonl"
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            break
-    return out
-
-
 def wait_for(what: Callable[[], Any], timeout: float, why: str) -> Any:
     end = time.monotonic() + timeout
     while not (found := what()):
@@ -109,7 +97,7 @@ def test_a_stopped_rank_wedges_the_group_and_the_watchdog_restarts_it(
         wait_for(lambda: "watching" in out.read_text() or watch.poll() is not None, 20, "watching")
         assert watch.poll() is None, out.read_text()
         # the watch's canary answers through the head's SSH channel: a real completion
-        wait_for(lambda: any(e["kind"] == "canary" and e["ok"] for e in events(env, run_id)), 15,
+        wait_for(lambda: any(e["kind"] == "canary" and e["ok"] for e in run_events(env, run_id)), 15,
                  "a canary that answered")
         st = status(cli)
         assert st["canary"]["last"]["ok"] and not st["canary"]["wedged"], st["canary"]
@@ -119,10 +107,10 @@ def test_a_stopped_rank_wedges_the_group_and_the_watchdog_restarts_it(
         os.kill(stopped, signal.SIGSTOP)
         stopped_at = time.time()
         try:
-            wedged = wait_for(lambda: [e for e in events(env, run_id) if e["kind"] == "wedged"],
+            wedged = wait_for(lambda: [e for e in run_events(env, run_id) if e["kind"] == "wedged"],
                               2 * EVERY + TIMEOUT + 10, "the group marked wedged")
         except AssertionError:
-            raise AssertionError(f"not wedged: {events(env, run_id)[-8:]}\n{out.read_text()}") from None
+            raise AssertionError(f"not wedged: {run_events(env, run_id)[-8:]}\n{out.read_text()}") from None
         # within two intervals (the next canary and the one after it, each bounded by its timeout)
         assert wedged[0]["at"] - stopped_at <= 2 * EVERY + TIMEOUT + SLACK, (wedged, stopped_at)
         assert wedged[0]["reason"].startswith("the canary completion failed twice in a row: "
@@ -136,7 +124,7 @@ def test_a_stopped_rank_wedges_the_group_and_the_watchdog_restarts_it(
             return s if fresh else None
 
         def ready_again() -> bool:  # as the watch wrote it: no sparktui process a poll
-            evs = events(env, run_id)
+            evs = run_events(env, run_id)
             marks = [i for i, e in enumerate(evs) if e["kind"] == "watchdog"]
             return bool(marks) and {e["rank"] for e in evs[marks[0]:] if e["kind"] == "rank"
                                     and e["state"] == "ready"} == {0, 1, 2, 3}
@@ -156,7 +144,7 @@ def test_a_stopped_rank_wedges_the_group_and_the_watchdog_restarts_it(
     said = out.read_text()
     assert "the group is wedged: the canary completion failed twice in a row" in said, said
     assert "watchdog: restarting the whole group (1 of 2 in 6h): the group is wedged" in said, said
-    evs = events(env, run_id)
+    evs = run_events(env, run_id)
     steps: list[str] = []
     for e in evs:
         if e["kind"] == "canary":

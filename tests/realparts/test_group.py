@@ -23,13 +23,12 @@ from sparktui.core.cluster import load_cluster
 from sparktui.core.plan import build_plan
 from sparktui.core.recipe import load_recipe
 from tests.conftest import ROOT
-from tests.runner import Cli, sparktui_cli, state_env
+from tests.runner import Cli, run_events, sparktui_cli, state_env
 
 pytestmark = pytest.mark.realparts
 
 DEMO = ROOT / "recipes" / "demo-tp4" / "recipe.toml"
 SLUG = "demo-group"
-
 
 
 @pytest.fixture(scope="module")
@@ -90,18 +89,6 @@ def wait_status(cli: Cli, want: Callable[[dict[str, Any]], bool], timeout: float
         if time.monotonic() > end:
             raise AssertionError(f"timed out waiting for {why}: {st['ranks']}")
         time.sleep(1)
-
-
-def run_events(env: dict[str, str], run_id: str) -> list[dict[str, Any]]:
-    """The run's events.jsonl so far (a last line still being written is left out)."""
-    path = Path(env["XDG_STATE_HOME"]) / "sparktui" / "runs" / run_id / "events.jsonl"
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            break
-    return out
 
 
 def ready_after_restart(env: dict[str, str], run_id: str, n: int) -> bool:
