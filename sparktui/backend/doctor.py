@@ -145,12 +145,15 @@ async def doctor(plan: Plan, nodes: list[Node], runtime: Runtime,
                  memory: Callable[[], Awaitable[list[NodeFit]]] | None = None) -> list[Finding]:
     """Every node's findings; ``memory``: the fit check (``Orchestrator.check_memory``), read
     beside the other checks, a finding per node (left out, as the node's other checks are, when
-    the runtime reaches no node's shell)."""
+    the runtime reaches no node's shell or the node could not be reached)."""
     results, fits = await asyncio.gather(
         asyncio.gather(*(check_node(n, runtime, plan, rank) for rank, n in enumerate(nodes))),
         memory() if memory is not None and isinstance(runtime, NodeExec) else _no_fits())
     findings = [f for fs, _ in results for f in fs]
-    findings += [Finding(f.node, "memory fit", FIT_VERDICT[f.verdict], f.sentence()) for f in fits]
+    # a node doctor could not reach has said why once (its ssh finding): no second sentence
+    unreached = {f.node for f in findings if f.check == "ssh" and f.verdict == "failed"}
+    findings += [Finding(f.node, "memory fit", FIT_VERDICT[f.verdict], f.sentence())
+                 for f in fits if f.node not in unreached]
     ids = {n.name: image for n, (_, image) in zip(nodes, results, strict=False) if image}
     if len(set(ids.values())) > 1:
         detail = ", ".join(f"{name} {image[7:19]}" for name, image in ids.items())
