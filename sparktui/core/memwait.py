@@ -135,20 +135,25 @@ class NodeWait:
 
     @property
     def text(self) -> str:
-        """``node1: 19.2 GiB available, waiting for 21.0 GiB (23.0 GiB before the launch, less
-        2.0 GiB); 3 old processes left; 12 s``: the rank's cause while it waits."""
-        return f"{self.figures}; {self.seconds:.0f} s"
+        """``node1: 19.2 GiB available of 21.0 GiB needed; 3 old processes left; 12 s``: the
+        rank's cause while it waits, short (the rank's detail is one line beside its container);
+        where the need comes from is in ``figures``, which the notices and events say."""
+        return f"{self._parts(full=False)}; {self.seconds:.0f} s"
 
     @property
     def figures(self) -> str:
-        """The text without the seconds (a notice says them once)."""
-        parts = [self._memory_text()]
+        """The figures, with where the need comes from, without the seconds (a notice says
+        them once)."""
+        return self._parts(full=True)
+
+    def _parts(self, full: bool) -> str:
+        parts = [self._memory_text(full)]
         if self.left:
             n = len(self.left)
             parts.append(f"{n} old process{'es' if n != 1 else ''} left")
         return "; ".join(parts)
 
-    def _memory_text(self) -> str:
+    def _memory_text(self, full: bool) -> str:
         need = self.needed
         if need is None or self.baseline is None:
             return f"{self.node}: no memory reading from before the launch: not waited on"
@@ -156,10 +161,11 @@ class NodeWait:
             return (f"{self.node}: its memory could not be read, not waited on "
                     f"({self.why or 'no reason given'})")
         have = f"{self.node}: {format_bytes(self.available)} available"
-        was = f"{format_bytes(self.baseline)} before the launch, less {format_bytes(self.margin)}"
+        was = (f" ({format_bytes(self.baseline)} at launch less {format_bytes(self.margin)})"
+               if full else "")
         if self.available >= need:
-            return f"{have}, back to {format_bytes(need)} or more ({was})"
-        return f"{have}, waiting for {format_bytes(need)} ({was})"
+            return f"{have}, back to {format_bytes(need)} or more{was}"
+        return f"{have} of {format_bytes(need)} needed{was}"
 
     def to_json(self) -> dict[str, Any]:
         return {"node": self.node, "available": self.available, "baseline": self.baseline,

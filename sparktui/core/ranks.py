@@ -99,7 +99,7 @@ class Cause:
             case "oom_killed":
                 return "killed by the kernel"
             case "memory_wait":
-                return "waiting for memory to come back"
+                return "waiting for memory"
             case _:
                 assert_never(self.code)
 

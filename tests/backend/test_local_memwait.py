@@ -164,7 +164,7 @@ def test_a_group_restart_waits_for_memory_then_times_out_or_goes_on(
         assert "the restart waits for memory to come back" in short.stderr, short.stderr
         assert "waited 3 s (restart_wait) for memory to come back and the old processes to go, " \
                "and goes on anyway: local0: " in short.stderr, short.stderr
-        assert "waiting for memory to come back: local0: " in short.stderr  # the rank's cause
+        assert "waiting for memory: local0: " in short.stderr  # the rank's cause
         [late] = waits(tmp_path, "timeout")
         assert late["seconds"] >= 3 and late["nodes"][0]["available"] < late["nodes"][0]["needed"]
         assert [r["state"] for r in status(cli, recipe)] == ["ready"] * 4
@@ -190,12 +190,12 @@ def test_a_group_restart_waits_for_memory_then_times_out_or_goes_on(
             assert row["needed"] == baseline - (margin // MIB) * MIB
             assert row["available"] < row["needed"]
             assert row["text"].startswith(f"local0: {row['available'] / (1 << 30):.1f} GiB "
-                                          f"available, waiting for {row['needed'] / (1 << 30):.1f} "
-                                          "GiB (")
+                                          f"available of {row['needed'] / (1 << 30):.1f} GiB "
+                                          "needed; ")
             shown = status(cli, recipe)  # another process: the run's events say the wait
             assert [r["state"] for r in shown] == ["restarting"] * 4
             assert {r["cause"] for r in shown} == {"memory_wait"}
-            assert shown[2]["detail"].startswith("waiting for memory to come back: local2: ")
+            assert shown[2]["detail"].startswith("waiting for memory: local2: ")
             assert restart.poll() is None  # still waiting
         finally:
             held.free()

@@ -29,8 +29,9 @@ GIB = 1 << 30
 
 def test_the_waiting_text_has_the_figures() -> None:
     w = NodeWait("node1", int(19.2 * GIB), 23 * GIB, 2 * GIB, (11, 12, 13), 12.4)
-    assert w.text == ("node1: 19.2 GiB available, waiting for 21.0 GiB (23.0 GiB before the "
-                      "launch, less 2.0 GiB); 3 old processes left; 12 s")
+    assert w.text == "node1: 19.2 GiB available of 21.0 GiB needed; 3 old processes left; 12 s"
+    assert w.figures == ("node1: 19.2 GiB available of 21.0 GiB needed (23.0 GiB at launch "
+                         "less 2.0 GiB); 3 old processes left")
     assert not w.memory_back and not w.processes_gone and not w.done
     assert w.to_json()["needed"] == 21 * GIB
 
@@ -38,8 +39,9 @@ def test_the_waiting_text_has_the_figures() -> None:
 def test_back_within_the_margin_but_one_process_left() -> None:
     w = NodeWait("node1", 22 * GIB, 23 * GIB, 2 * GIB, (7,), 3)
     assert w.memory_back and not w.done
-    assert w.text == ("node1: 22.0 GiB available, back to 21.0 GiB or more (23.0 GiB before "
-                      "the launch, less 2.0 GiB); 1 old process left; 3 s")
+    assert w.text == "node1: 22.0 GiB available, back to 21.0 GiB or more; 1 old process left; 3 s"
+    assert w.figures == ("node1: 22.0 GiB available, back to 21.0 GiB or more (23.0 GiB at "
+                         "launch less 2.0 GiB); 1 old process left")
     assert NodeWait("node1", 22 * GIB, 23 * GIB, 2 * GIB, (), 3).done
 
 
@@ -55,7 +57,7 @@ def test_the_timeout_names_what_was_missing() -> None:
     fine = NodeWait("node1", 4 * GIB, 4 * GIB, GIB, (), 30)
     text = timeout_text([fine, late], 30)
     assert text.startswith("the restart waited 30 s (restart_wait)")
-    assert "node2: 1.0 GiB available, waiting for 3.0 GiB" in text and "node1" not in text
+    assert "node2: 1.0 GiB available of 3.0 GiB needed" in text and "node1" not in text
 
 
 def test_the_baseline_is_the_last_launch_s() -> None:

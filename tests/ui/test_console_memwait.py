@@ -63,10 +63,10 @@ async def test_the_rank_detail_shows_the_wait_for_the_old_process(recipes: Path)
                        "the wait on rank 1's detail")
         snap = main.state.ranks[1]
         assert snap.state == "restarting"
-        assert snap.detail.startswith("waiting for memory to come back: local1: ")
+        assert snap.detail.startswith("waiting for memory: local1: ")
         assert "GiB available, back to " in snap.detail  # its memory is back: only the process
         detail = main.query_one(RankDetail)
-        await wait_for(pilot, lambda: "waiting for memory to come back" in "".join(
+        await wait_for(pilot, lambda: "waiting for memory: " in "".join(
             s.text for s in detail.render_lines(Region(0, 0, *detail.size))), 5, "the rank detail")
         assert any(n.text.startswith("the restart waits for memory to come back and the old "
                                      "processes to go: local1: ") for n in main.state.notices)
