@@ -132,8 +132,10 @@ class Dumper:
         inner = await self.runtime.container_pid(node, cid, main.pid)
         if inner is None:
             return "none", f"engine pid {main.pid} is gone", []
-        code, output = await self.runtime.exec(node, cid, ["py-spy", "dump", "--pid", str(inner)],
-                                               PY_SPY_TIMEOUT_S)
+        argv = ["py-spy", "dump", "--pid", str(inner)]
+        code, output = await self.runtime.exec(node, cid, argv, PY_SPY_TIMEOUT_S)
+        if code not in (0, NO_PY_SPY):  # a read of a process that moved under it: once more
+            code, output = await self.runtime.exec(node, cid, argv, PY_SPY_TIMEOUT_S)
         if code == 0:
             return "py-spy", "", [self.mask(line) for line in output.splitlines()]
         tried = ("the image has no py-spy" if code == NO_PY_SPY

@@ -75,8 +75,9 @@ async def test_every_engine_is_seen_dumped_at_once_and_missed_when_gone(
         assert row["engine"]["pid"] and row["engine"]["state"][0] in "RS", row
 
     dumped = cli("dump", "--json")
-    assert dumped.returncode == 0, dumped.stderr
     report = json.loads(dumped.stdout)
+    assert dumped.returncode == 0, [(r["rank"], r["how"], r["note"], len(r["stacks"]))
+                                    for r in report["ranks"]]
     assert [r["how"] for r in report["ranks"]] == ["py-spy"] * 4, [r["note"] for r in report["ranks"]]
     folder = Path(report["folder"])
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
