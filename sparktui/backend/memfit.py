@@ -1,9 +1,9 @@
 """The fit check on every node at once (``core.memfit``): the snapshot's headers, the node's
 memory and its GPUs, read through the node's shell, then judged per node.
 
-On each node three commands run at once over the connection already held: the snapshot listing
-(one fixed program, ``core.memfit.listing_argv``), ``read_memory`` (``MemTotal`` and
-``MemAvailable``) and the telemetry sample (``core.telemetry``: nvidia-smi's GPUs, or none).
+On each node two commands run at once over the connection already held: the snapshot listing
+(one fixed program, ``core.memfit.listing_argv``) and the telemetry sample (``core.telemetry``:
+``MemTotal``, ``MemAvailable`` and nvidia-smi's GPUs, or none).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from sparktui.backend.nodememory import read_memory
 from sparktui.backend.nodeshell import NodeError, NodeShell
 from sparktui.core.cluster import Node
 from sparktui.core.engines import engine
+from sparktui.core.engines.argv import table_for
 from sparktui.core.memfit import (
     NodeFit,
     Snapshot,
@@ -74,6 +74,7 @@ async def check_fit(recipe: Recipe, plan: Plan, nodes: list[Node], shells: dict[
     spec = recipe.spec
     rules = engine(spec.engine)
     default = fraction_default(spec.engine, rules.memory_fraction.dest, spec.engine_flags)
+    table = table_for(spec.engine, spec.engine_flags, spec.entrypoint)  # as the lint reads args
     world, tp = len(plan.ranks), spec.tensor_parallel_size
     by_name = {n.name: n for n in nodes}
 
@@ -87,18 +88,17 @@ async def check_fit(recipe: Recipe, plan: Plan, nodes: list[Node], shells: dict[
         if folder is None:
             return unknown(node.name, f"model {plan.model[:100]!r} is no Hugging Face repo id: "
                                       "its weights are not looked for")
-        snapshot, memory, sample = await asyncio.gather(
-            read_snapshot(shell, folder, python), _or_reason(read_memory(shell)),
-            _or_reason(_sample(shell)))
+        snapshot, sample = await asyncio.gather(read_snapshot(shell, folder, python),
+                                                _or_reason(_sample(shell)))
         if isinstance(snapshot, str):
             return unknown(node.name, snapshot)
-        if isinstance(memory, str):
-            return unknown(node.name, memory)
         if isinstance(sample, str):
-            return unknown(node.name, f"its GPUs could not be read: {sample}")
-        assert isinstance(memory, NodeMemory)
+            return unknown(node.name, f"its memory and GPUs could not be read: {sample}")
+        if not sample.mem_total:
+            return unknown(node.name, "its memory could not be read: no MemTotal in /proc/meminfo")
+        memory = NodeMemory(sample.mem_total, sample.mem_available)
         fraction = memory_fraction(spec.engine, rules.memory_fraction,
-                                   plan.ranks[rank].container.command, default)
+                                   plan.ranks[rank].container.command, default, table)
         return judge(node.name, snapshot, tp, len(hosted_tp_ranks(rank, world, tp)), fraction,
                      memory, sample)
 

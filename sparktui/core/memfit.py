@@ -39,8 +39,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from sparktui.core.engines.argv import FlagUse, walk
 from sparktui.core.engines.base import MemoryFraction
-from sparktui.core.engines.flagtable import UNDERSCORE_ENGINES, load
+from sparktui.core.engines.flagtable import UNDERSCORE_ENGINES, FlagTable, load
 from sparktui.core.errors import SparkError
 from sparktui.core.meminfo import NodeMemory
 from sparktui.core.telemetry import NodeSample
@@ -299,22 +300,26 @@ def fraction_default(engine: str, dest: str, engine_flags: str | None) -> float 
         else None
 
 
+def _sets(engine: str, rule: MemoryFraction, use: FlagUse) -> bool:
+    """Whether ``use`` gives the fraction: the table's flag of that field, or, with no table
+    (a fork's flags), one of its spellings (vLLM's ``_`` form too)."""
+    if use.flag is not None:
+        return use.flag.dest == rule.dest
+    name = use.spelling
+    if engine in UNDERSCORE_ENGINES and name.startswith("--"):
+        name = "--" + name[2:].replace("_", "-")
+    return name in rule.flags
+
+
 def memory_fraction(engine: str, rule: MemoryFraction, command: Sequence[str],
-                    default: float | None) -> Fraction:
-    """The fraction a rank's command line gives (``--flag v`` or ``--flag=v``, the last one
-    winning as argparse has it; vLLM's ``--gpu_memory_utilization`` too)."""
+                    default: float | None, table: FlagTable | None = None) -> Fraction:
+    """The fraction a rank's command line gives, read as the engine's parser reads it
+    (``engines.argv.walk`` over ``table``: ``--flag v``, ``--flag=v``, an abbreviation, the
+    last one winning; with no table the flag's spellings only)."""
     shown = rule.flags[0]
-    text: str | None = None
-    found = False
-    for i, token in enumerate(command):
-        if token == "--":
-            break
-        name, eq, inline = token.partition("=")
-        if engine in UNDERSCORE_ENGINES and name.startswith("--"):
-            name = "--" + name[2:].replace("_", "-")
-        if name in rule.flags:
-            found = True
-            text = inline if eq else (command[i + 1] if i + 1 < len(command) else None)
+    uses = [u for u in walk(table, command) if _sets(engine, rule, u)]
+    found = bool(uses)
+    text = uses[-1].values[0][1] if uses and uses[-1].values else None
     if not found:
         if default is None:
             return Fraction(shown, None, False, f"{shown} not set: the engine picks its share "
