@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sparktui.core.procs import ProcStat
 from sparktui.core.runstore import ts_epoch
 from sparktui.core.units import format_bytes
 
@@ -202,27 +203,6 @@ def open_wait(events: Iterable[Mapping[str, Any]], now_epoch: float) -> dict[int
                 if isinstance(rank, int):
                     texts[rank] = row["text"]
     return texts
-
-
-@dataclass(frozen=True)
-class ProcStat:
-    """What a restart's wait needs of ``/proc/<pid>/stat``: the state, the parent, the
-    process group and the start time (clock ticks after boot: with the pid, which process)."""
-
-    state: str
-    ppid: int
-    pgid: int
-    start: int
-
-
-def proc_stat(stat: str) -> ProcStat | None:
-    """A ``/proc/<pid>/stat`` line read (the command's name may hold spaces and parentheses:
-    the fields start after its last ``)``); None for a line that is not one."""
-    fields = stat.rpartition(")")[2].split()
-    try:
-        return ProcStat(fields[0], int(fields[1]), int(fields[2]), int(fields[19]))
-    except (IndexError, ValueError):
-        return None
 
 
 def rank_tree(stats: Mapping[int, ProcStat], leader: int) -> dict[int, int]:

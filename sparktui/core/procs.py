@@ -119,13 +119,31 @@ def from_proc(pid: int, stat: str, cmdline: bytes, ticks: int) -> Proc | None:
     return Proc(pid, state, (utime + stime) / ticks, comm, args or f"[{comm}]")
 
 
-def proc_group(stat: str) -> int | None:
-    """The process group of a ``/proc/<pid>/stat`` line (a local rank is its group)."""
+@dataclass(frozen=True)
+class ProcStat:
+    """What a restart's wait needs of ``/proc/<pid>/stat``: the state, the parent, the
+    process group and the start time (clock ticks after boot: with the pid, which process)."""
+
+    state: str
+    ppid: int
+    pgid: int
+    start: int
+
+
+def proc_stat(stat: str) -> ProcStat | None:
+    """A ``/proc/<pid>/stat`` line read (the command's name may hold spaces and parentheses:
+    the fields start after its last ``)``); None for a line that is not one."""
     fields = stat.rpartition(")")[2].split()
     try:
-        return int(fields[2])
+        return ProcStat(fields[0], int(fields[1]), int(fields[2]), int(fields[19]))
     except (IndexError, ValueError):
         return None
+
+
+def proc_group(stat: str) -> int | None:
+    """The process group of a ``/proc/<pid>/stat`` line (a local rank is its group)."""
+    st = proc_stat(stat)
+    return st.pgid if st is not None else None
 
 
 def inner_pid(status: str) -> int | None:

@@ -13,15 +13,14 @@ from sparktui.core.memwait import (
     LEFT_END,
     WAIT_EVENT,
     NodeWait,
-    ProcStat,
     baselines_of,
     leftover_argv,
     open_wait,
     parse_leftovers,
-    proc_stat,
     rank_tree,
     timeout_text,
 )
+from sparktui.core.procs import ProcStat, proc_stat
 from sparktui.core.runstore import utc_now
 
 GIB = 1 << 30

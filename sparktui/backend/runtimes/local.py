@@ -8,18 +8,19 @@ import contextlib
 import os
 import signal as signals
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from sparktui.backend.doctor import Finding
 from sparktui.backend.nodeshell import LocalShell, NodeShell
 from sparktui.backend.runtime import Containers, RuntimeLost
 from sparktui.backend.runtimes.base import OldProcesses
-from sparktui.backend.runtimes.processes import LocalRuntime
+from sparktui.backend.runtimes.processes import LocalRuntime, pid_alive
 from sparktui.backend.runtimes.shells import ShellRuntime
 from sparktui.core.cluster import Cluster, Node
 from sparktui.core.kinds import LOCAL, kind_of
-from sparktui.core.memwait import ProcStat, proc_stat, rank_tree
-from sparktui.core.procs import Proc, from_proc, proc_group
+from sparktui.core.memwait import rank_tree
+from sparktui.core.procs import Proc, ProcStat, from_proc, proc_stat
 
 
 class LocalProcesses(ShellRuntime):
@@ -95,19 +96,23 @@ class LocalProcesses(ShellRuntime):
         return left
 
 
-def _stats() -> dict[int, ProcStat]:
-    """Every process of this machine, from ``/proc``."""
-    found: dict[int, ProcStat] = {}
+def _stat_lines() -> Iterator[tuple[int, str, ProcStat]]:
+    """Every process of this machine: its pid, ``/proc/<pid>/stat`` and what it says."""
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
-                    st = proc_stat(f.read())
-            except OSError:  # gone meanwhile
-                continue
-            if st is not None:
-                found[int(entry)] = st
-    return found
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
+                stat = f.read()
+        except OSError:  # gone meanwhile
+            continue
+        st = proc_stat(stat)
+        if st is not None:
+            yield int(entry), stat, st
+
+
+def _stats() -> dict[int, ProcStat]:
+    return {pid: st for pid, _stat, st in _stat_lines()}
 
 
 def _rank_tree(leader: int) -> dict[int, int]:
@@ -116,35 +121,22 @@ def _rank_tree(leader: int) -> dict[int, int]:
 
 def _still_there(tree: dict[int, int]) -> list[int]:
     """Those of ``tree`` that still run: the same pid with the same start time, no zombie."""
-    left = []
-    for pid, start in tree.items():
-        try:
-            with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
-                st = proc_stat(f.read())
-        except OSError:
-            continue
-        if st is not None and st.start == start and st.state not in ("Z", "X"):
-            left.append(pid)
-    return left
+    return [pid for pid, start in tree.items() if pid_alive(pid, start)]
 
 
 def _group_procs(group: int) -> list[Proc]:
     """Every process of ``group``, from ``/proc``."""
     ticks = os.sysconf("SC_CLK_TCK")
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+    for pid, stat, st in _stat_lines():
+        if st.pgid != group:
             continue
         try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as f:
-                stat = f.read()
-            if proc_group(stat) != group:
-                continue
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
                 cmdline = f.read()
         except OSError:  # gone meanwhile
             continue
-        proc = from_proc(int(entry), stat, cmdline, ticks)
+        proc = from_proc(pid, stat, cmdline, ticks)
         if proc is not None:
             found.append(proc)
     return sorted(found, key=lambda p: p.pid)
