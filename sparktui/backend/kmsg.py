@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import re
 import time
+from typing import Any
 
 from sparktui.backend.board import Board
 from sparktui.backend.findings import Finding
@@ -71,15 +72,12 @@ class KernelVerdict:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    def restore(self) -> set[int]:
+    def restore(self, events: list[dict[str, Any]]) -> set[int]:
         """The verdicts the run's events hold (a ``status`` or console attaching later): each
         failed rank whose container is the one the kernel killed has its cause back. Returns
         the ranks restored."""
-        run = self.board.run
-        if run is None:
-            return set()
         done: set[int] = set()
-        for ev in run.events():
+        for ev in events:
             rank = ev.get("rank")
             if ev.get("kind") != OOM_EVENT or not isinstance(rank, int) or \
                     not 0 <= rank < len(self.board.ranks):
@@ -90,10 +88,10 @@ class KernelVerdict:
                 done.add(rank)
         return done
 
-    async def judge_attached(self, timeout: float = 15.0) -> None:
+    async def judge_attached(self, events: list[dict[str, Any]], timeout: float = 15.0) -> None:
         """After an attach: each failed rank the run's events hold no verdict for is judged
         now (its node read once, no retry; awaited, so a ``status`` says it)."""
-        judged = self.restore()
+        judged = self.restore(events)
         todo = [i for i in self.board.ranks
                 if i.rank not in judged and i.state == "failed" and self._judged(i)
                 and i.cause is not None and i.cause.code in JUDGED]

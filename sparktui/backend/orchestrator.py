@@ -298,7 +298,9 @@ class Orchestrator:
             self.board.notice("warning", held_notice(self.recipe.slug, self.cluster.name,
                                                      self.owner, self.held))
         if not found:
-            self._restore_wait(self.store.latest(self.recipe.slug))
+            latest = self.store.latest(self.recipe.slug)
+            if latest is not None:
+                self._restore_wait(await asyncio.to_thread(latest.events))
             return False
         run_id = sorted(run_ids)[-1] if run_ids else None
         run = None
@@ -312,11 +314,12 @@ class Orchestrator:
             run = self.store.create(self.recipe.slug)
             run.write_plan(self.plan)
         self._start_run(run, fresh=False)
-        self._restore_counts(run)
-        restore_causes(self.ranks, run.events())  # a rank the memory guard stopped says so
-        self._restore_wait(run)
+        events = await asyncio.to_thread(run.events)  # read once, off the loop: a long run's is big
+        self._restore_counts(events)
+        restore_causes(self.ranks, events)  # a rank the memory guard stopped says so
+        self._restore_wait(events)
         await self.follower.replay_checks(run)
-        await self.verdict.judge_attached()
+        await self.verdict.judge_attached(events)
         self.board.boot_started = time.monotonic()
         for info in self.ranks:
             self.board.announce(info)
@@ -324,19 +327,16 @@ class Orchestrator:
             self.start_following()
         return True
 
-    def _restore_counts(self, run: Run) -> None:
+    def _restore_counts(self, events: list[dict[str, Any]]) -> None:
         """Each rank's restarts, counted from the run's events (never from its log lines)."""
-        for ev in run.events():
+        for ev in events:
             rank = ev.get("rank")
             if ev.get("kind") == "restart" and isinstance(rank, int) and 0 <= rank < len(self.ranks):
                 self.ranks[rank].restarts += 1
 
-    def _restore_wait(self, run: Run | None) -> None:
+    def _restore_wait(self, events: list[dict[str, Any]]) -> None:
         """The launch's memory baseline from the run's events, and a restart's wait another
         process is in now: its ranks shown ``restarting`` with the wait's figures."""
-        if run is None:
-            return
-        events = run.events()
         self.baselines = baselines_of(events)
         for rank, text in open_wait(events, time.time()).items():
             if 0 <= rank < len(self.ranks) and not self.ranks[rank].has_container:
