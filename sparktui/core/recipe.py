@@ -225,7 +225,8 @@ class MemoryPolicy(StrictModel):
     stop_at: Size | None = Field(default="1GiB", description="Stop the launch when a node's "
                                  "available memory falls below this (unset: never stop)")
     limit: Size | None = Field(default=None, description="Each rank's container memory limit "
-                               "(Docker --memory; Slurm --mem); unset: no limit")
+                               "(Docker --memory, on Slurm too: its step's docker run); unset: "
+                               "no limit")
     restart_margin: Size = Field(default="2GiB", description="A restart waits until each node's "
                                  "available memory is within this of what it was before the "
                                  "launch")
