@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SEED
 from tests.realparts.test_seed_checks import EXTRA, SLUG, seed_checkpoints, seed_on_demo
 from tests.runner import Cli, sparktui_cli, state_env
 
@@ -39,22 +39,15 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def recipe(testbed: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     seed_checkpoints(testbed)
-    folder = seed_on_demo(tmp_path_factory.mktemp("recipes") / SLUG)
-    path = folder / "recipe.toml"
-    text = path.read_text()
-    for old, new in [
+    assert "[memory]" not in SEED.read_text()
+    return seed_on_demo(tmp_path_factory.mktemp("recipes") / SLUG, [
         (f'    "{EXTRA}",\n', ""),  # the seed checks' line no image prints: the restart must pass
         ('[boot]\ntimeout = "20m"\n', f'[boot]\ntimeout = "{TIMEOUT_S}s"\n'),
         ('DSV41_LAUNCHER = "tp4"\n', 'DSV41_LAUNCHER = "tp4"\nSPARKTUI_DEMO_ALLOC_RANK = "2"\n'
                                      'SPARKTUI_DEMO_ALLOC = "256M"\nSPARKTUI_DEMO_ALLOC_EVERY = "0.2"\n'
                                      'SPARKTUI_DEMO_ALLOC_ONCE = "/state/oom-spike"\n'
                                      'SPARKTUI_DEMO_BOOT_SECONDS = "6"\n'),
-    ]:
-        assert text.count(old) == 1, old
-        text = text.replace(old, new)
-    assert "[memory]" not in text
-    path.write_text(text + '\n[memory]\nlimit = "96m"\n')
-    return folder
+    ], tail='\n[memory]\nlimit = "96m"\n')
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import json
 import re
 import shlex
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +40,9 @@ EXTRA = "DSV41 sparktui probe: a feature no image arms ..."
 
 
 
-def seed_on_demo(folder: Path) -> Path:
-    """The seed, its engine swapped for the demo engine, plus the EXTRA must-show line."""
+def seed_on_demo(folder: Path, edits: Sequence[tuple[str, str]] = (), tail: str = "") -> Path:
+    """The seed, its engine swapped for the demo engine, plus the EXTRA must-show line; then a
+    test's own ``edits`` (each ``old`` found once, replaced by ``new``) and ``tail`` appended."""
     text = SEED.read_text()
     shown = [m if isinstance(m, str) else m.pattern for m in load_recipe(SEED).spec.boot.must_show]
     assert shown and not any(p.startswith("re:") for p in shown)
@@ -55,9 +56,11 @@ def seed_on_demo(folder: Path) -> Path:
          f"entrypoint = {json.dumps(['sh', '-c', script, 'seed-on-demo'])}"),
         ('min_free = "55G"', 'min_free = "64M"'),
         ("must_show = [\n", f'must_show = [\n    "{EXTRA}",\n'),
+        *edits,
     ]:
         assert text.count(old) == 1, old
         text = text.replace(old, new)
+    text += tail
     folder.mkdir(parents=True)
     (folder / "recipe.toml").write_text(text)
     return folder
