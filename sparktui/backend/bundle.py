@@ -18,6 +18,7 @@ from sparktui.backend.follower import LogFollower
 from sparktui.backend.nodeshell import NodeError
 from sparktui.backend.orchestrator import Orchestrator
 from sparktui.backend.runtimes.base import NodeExec
+from sparktui.backend.together import together
 from sparktui.core.checks import BootChecks
 from sparktui.core.runstore import Run
 
@@ -97,7 +98,7 @@ async def _gather(orch: Orchestrator, rank: int) -> NodeFacts:
 
 async def all_node_facts(orch: Orchestrator, unreachable: dict[str, str]) -> list[NodeFacts]:
     """Every node of the plan at once."""
-    return list(await asyncio.gather(*(node_facts(orch, r.rank, unreachable.get(r.node))
+    return list(await together(*(node_facts(orch, r.rank, unreachable.get(r.node))
                                        for r in orch.plan.ranks)))
 
 

@@ -16,6 +16,7 @@ from sparktui.backend.findings import Finding, Verdict
 from sparktui.backend.kmsg import doctor_findings
 from sparktui.backend.nodeshell import NodeError
 from sparktui.backend.runtimes.base import NodeExec, Preflight, Runtime
+from sparktui.backend.together import together
 from sparktui.core.cluster import Node
 from sparktui.core.memfit import NodeFit
 from sparktui.core.nodevalues import nic_names
@@ -146,9 +147,12 @@ async def doctor(plan: Plan, nodes: list[Node], runtime: Runtime,
     """Every node's findings; ``memory``: the fit check (``Orchestrator.check_memory``), read
     beside the other checks, a finding per node (left out, as the node's other checks are, when
     the runtime reaches no node's shell or the node could not be reached)."""
-    results, fits = await asyncio.gather(
-        asyncio.gather(*(check_node(n, runtime, plan, rank) for rank, n in enumerate(nodes))),
+    checks = asyncio.ensure_future(together(*(check_node(n, runtime, plan, rank)
+                                              for rank, n in enumerate(nodes))))
+    fitting = asyncio.ensure_future(
         memory() if memory is not None and isinstance(runtime, NodeExec) else _no_fits())
+    await together(checks, fitting)
+    results, fits = checks.result(), fitting.result()
     findings = [f for fs, _ in results for f in fs]
     # a node doctor could not reach has said why once (its ssh finding): no second sentence
     unreached = {f.node for f in findings if f.check == "ssh" and f.verdict == "failed"}

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from sparktui.backend.board import Board
 from sparktui.backend.runtimes.base import Processes
+from sparktui.backend.together import together
 from sparktui.core.engines import engine
 from sparktui.core.private import private_dir, write_private
 from sparktui.core.procs import (
@@ -175,7 +176,7 @@ async def dump_ranks(board: Board, runtime: Processes, run: Run,
     """Every rank at once; each rank's file written, the folder recorded as the run's event."""
     started = time.monotonic()
     dumper = Dumper(board, runtime, run, refresh)
-    ranks = list(await asyncio.gather(*(dumper.one(i) for i in board.ranks)))
+    ranks = list(await together(*(dumper.one(i) for i in board.ranks)))
     def save() -> Path:
         folder = private_dir(run.dir / "dumps" / stamp())
         for d in ranks:

@@ -16,6 +16,7 @@ import time
 
 from sparktui.backend.board import Board
 from sparktui.backend.runtimes.base import Processes
+from sparktui.backend.together import together
 from sparktui.core.engines import FATAL_LINES, engine
 from sparktui.core.procs import EngineSample, EngineTrack, gone_text, marks_of, masked, says_fatal
 from sparktui.core.ranks import RUNNING, Cause, RankInfo
@@ -93,7 +94,7 @@ class EngineWatch:
         print their lost collective as they fall (as ``Board.failed_on_its_own`` reads exits),
         so the silent ones first; the first failure then takes the formed group with it."""
         self._gone = {}
-        looks = await asyncio.gather(*(self.look(i, judge) for i in self.board.ranks))
+        looks = await together(*(self.look(i, judge) for i in self.board.ranks))
         gone = [lk for lk in looks if lk is not None and lk[1]]
         if not judge or not gone:
             return

@@ -16,6 +16,7 @@ from sparktui.backend.board import Board, ended_boots
 from sparktui.backend.events import ChecksChanged, LogBatch, NodeChanged
 from sparktui.backend.nodeshell import NodeError
 from sparktui.backend.runtime import Containers, ContainerState, RuntimeLost
+from sparktui.backend.together import together
 from sparktui.core import timing
 from sparktui.core.checks import BootChecks, Check
 from sparktui.core.errors import sentence
@@ -246,7 +247,7 @@ class LogFollower:
                     run.set_cursor(info.rank, info.container_id, chunk.cursor)
             except (RuntimeLost, NodeError) as exc:
                 self.board.notice("warning", f"rank {info.rank}: could not catch up: {sentence(exc)}")
-        await asyncio.gather(*(one(i) for i in self.board.ranks))
+        await together(*(one(i) for i in self.board.ranks))
         run.unlock()
 
     async def close(self) -> None:

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 
 from sparktui.backend.board import Board
 from sparktui.backend.http import Opener, request
+from sparktui.backend.together import together
 from sparktui.core.cluster import HEALTH_BOOTING_S, HEALTH_INTERVAL_S
 from sparktui.core.engines import engine
 from sparktui.core.ranks import RUNNING, RankInfo
@@ -79,7 +80,7 @@ class HealthProber:
     async def probe_ranks(self, ranks: list[RankInfo]) -> None:
         if ranks:
             mark(f"probe: ranks {[i.rank for i in ranks]}")
-        codes = await asyncio.gather(*(self.probe(i) for i in ranks))
+        codes = await together(*(self.probe(i) for i in ranks))
         for info, code in zip(ranks, codes, strict=True):
             mark(f"probe: rank {info.rank} answered {code}")
             self.board.set_health(info, code)

@@ -19,6 +19,7 @@ from typing import Any
 from sparktui.backend.board import Board
 from sparktui.backend.findings import Finding
 from sparktui.backend.nodeshell import NodeError, NodeShell
+from sparktui.backend.together import together
 from sparktui.core.errors import sentence
 from sparktui.core.kmsg import (
     KernelFinding,
@@ -97,7 +98,7 @@ class KernelVerdict:
                 and i.cause is not None and i.cause.code in JUDGED]
         if todo:
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*(self.judge(i, retry=False) for i in todo)),
+                await asyncio.wait_for(together(*(self.judge(i, retry=False) for i in todo)),
                                        timeout)
 
     def _judged(self, info: RankInfo) -> bool:

@@ -13,6 +13,7 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 from sparktui.backend.nodeshell import NodeError, NodeShell
+from sparktui.backend.together import together
 from sparktui.core.cluster import Node
 from sparktui.core.engines import engine
 from sparktui.core.engines.argv import table_for
@@ -88,8 +89,10 @@ async def check_fit(recipe: Recipe, plan: Plan, nodes: list[Node], shells: dict[
         if folder is None:
             return unknown(node.name, f"model {plan.model[:100]!r} is no Hugging Face repo id: "
                                       "its weights are not looked for")
-        snapshot, sample = await asyncio.gather(read_snapshot(shell, folder, python),
-                                                _or_reason(_sample(shell)))
+        listing = asyncio.ensure_future(read_snapshot(shell, folder, python))
+        sampling = asyncio.ensure_future(_or_reason(_sample(shell)))
+        await together(listing, sampling)
+        snapshot, sample = listing.result(), sampling.result()
         if isinstance(snapshot, str):
             return unknown(node.name, snapshot)
         if isinstance(sample, str):
@@ -102,4 +105,4 @@ async def check_fit(recipe: Recipe, plan: Plan, nodes: list[Node], shells: dict[
         return judge(node.name, snapshot, tp, len(hosted_tp_ranks(rank, world, tp)), fraction,
                      memory, sample)
 
-    return list(await asyncio.gather(*(one(r) for r in range(world))))
+    return list(await together(*(one(r) for r in range(world))))

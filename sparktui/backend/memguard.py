@@ -24,6 +24,7 @@ from sparktui.backend.board import Board
 from sparktui.backend.events import Event, MemoryChanged
 from sparktui.backend.nodeshell import NodeError, NodeShell
 from sparktui.backend.runtime import Containers, RuntimeLost
+from sparktui.backend.together import together
 from sparktui.core.errors import sentence
 from sparktui.core.memguard import MEMORY_STOP, MemoryGuard, Verdict
 from sparktui.core.meminfo import MEM_END, memory_loop_argv, parse_memory
@@ -202,7 +203,7 @@ class MemoryWatch:
             except (RuntimeLost, NodeError) as exc:
                 self.board.notice("error", f"rank {rank} ({node}): its container could not be "
                                            f"stopped: {sentence(exc)}")
-        await asyncio.gather(*(one(r, c) for r, c in containers.items()))
+        await together(*(one(r, c) for r, c in containers.items()))
 
     async def close(self) -> None:
         """No more readings; a stop under way is finished first (its containers must go)."""

@@ -18,6 +18,7 @@ from sparktui.backend.nodememory import read_memory
 from sparktui.backend.nodeshell import NodeError, NodeShell
 from sparktui.backend.runtime import RuntimeLost
 from sparktui.backend.runtimes.base import Leftovers, OldProcesses
+from sparktui.backend.together import together
 from sparktui.core.cluster import Node
 from sparktui.core.errors import sentence
 from sparktui.core.memwait import (
@@ -71,7 +72,7 @@ async def read_baseline(shells: Mapping[str, NodeShell],
             return sentence(exc)
         return Baseline(name, mem.available, mem.total)
 
-    return dict(zip(names, await asyncio.gather(*(one(n) for n in names)), strict=True))
+    return dict(zip(names, await together(*(one(n) for n in names)), strict=True))
 
 
 def record_baseline(board: Board, run: Run, shells: Mapping[str, NodeShell],
@@ -124,7 +125,7 @@ class RestartWait:
             except (NodeError, RuntimeLost, OSError) as exc:
                 self.not_looked[info.node.name] = sentence(exc)
         if self.memory is not None:
-            await asyncio.gather(*(one(i) for i in self.infos))
+            await together(*(one(i) for i in self.infos))
 
     async def _look(self, node: str, seconds: float, margin: int) -> NodeWait:
         base = self.baselines.get(node)
@@ -140,7 +141,7 @@ class RestartWait:
         left_why = self.not_looked.get(node)
         if left_why is None:
             try:
-                found = await asyncio.gather(*(look() for look in self.olds[node]))
+                found = await together(*(look() for look in self.olds[node]))
                 left = sorted({pid for pids in found for pid in pids})
             except (NodeError, RuntimeLost, OSError) as exc:
                 left_why = sentence(exc)
@@ -191,7 +192,7 @@ class RestartWait:
         try:
             while True:
                 elapsed = time.monotonic() - started
-                waits = list(await asyncio.gather(*(
+                waits = list(await together(*(
                     self._look(n, elapsed, memory.restart_margin) for n in self.nodes)))
                 if all(w.done for w in waits):
                     break

@@ -22,7 +22,7 @@ import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import asyncssh
 
@@ -271,6 +271,21 @@ class _Channel:
         self._writer.close()
 
 
+async def _spawn(argv: list[str], **pipes: Any) -> asyncio.subprocess.Process:
+    """A local command started; cancelled while it starts, the process is stopped and waited
+    for, so none outlives its caller (nor closes its pipes after the event loop)."""
+    spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(*argv, **pipes))
+    try:
+        return await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        with contextlib.suppress(OSError):
+            started = await spawn
+            with contextlib.suppress(ProcessLookupError):
+                started.terminate()  # an agent cleans up its temporary file on SIGTERM
+            await started.wait()
+        raise
+
+
 class LocalShell:
     """This machine, for a cluster whose nodes are this machine."""
 
@@ -293,9 +308,8 @@ class LocalShell:
 
     async def run(self, argv: list[str], timeout: float = 30.0) -> CommandResult:
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                stdin=asyncio.subprocess.DEVNULL)
+            proc = await _spawn(argv, stdout=asyncio.subprocess.PIPE,
+                                stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL)
         except OSError as exc:
             return CommandResult(127, "", f"{argv[0]}: {exc.strerror}")
         try:
@@ -304,22 +318,19 @@ class LocalShell:
             proc.kill()
             await proc.wait()
             raise NodeError(self.node.name, f"{argv[0]} did not finish within {timeout:g} s") from None
+        except asyncio.CancelledError:  # a check given up (up refused first): nothing left behind,
+            with contextlib.suppress(ProcessLookupError):  # its pipes closed on this loop
+                proc.kill()
+            await proc.wait()
+            raise
         return CommandResult(proc.returncode or 0, out.decode(errors="replace"),
                              err.decode(errors="replace"))
 
     async def stream(self, argv: list[str], on_line: Callable[[str], None],
                      stdin: str | None = None) -> int:
-        spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
-            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE))
-        try:
-            proc = await asyncio.shield(spawn)
-        except asyncio.CancelledError:  # cancelled while it started: it must not be left behind
-            with contextlib.suppress(OSError):
-                started = await spawn
-                started.terminate()
-                await started.wait()
-            raise
+        proc = await _spawn(argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                            stdin=asyncio.subprocess.DEVNULL if stdin is None
+                            else asyncio.subprocess.PIPE)
         assert proc.stdout is not None
         if stdin is not None:
             assert proc.stdin is not None

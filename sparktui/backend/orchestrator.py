@@ -65,6 +65,7 @@ from sparktui.backend.runtimes.registry import runtime_for
 from sparktui.backend.smoke import SmokeResult, smoke
 from sparktui.backend.staging import Stager, StagingResult
 from sparktui.backend.telemetry import Sampler
+from sparktui.backend.together import together
 from sparktui.core.canary import CanaryState, canary_state
 from sparktui.core.checks import BootChecks, Check
 from sparktui.core.cluster import Cluster, Node
@@ -221,7 +222,7 @@ class Orchestrator:
             self.emit(NodeChanged(node.name, "connected"))
             await self.runtimes[node.name].open()
             return node.name, None
-        results = await asyncio.gather(*(one(n) for n in self.nodes))
+        results = await together(*(one(n) for n in self.nodes))
         return {name: err for name, err in results if err}
 
     def labels(self) -> dict[str, str]:
@@ -363,7 +364,7 @@ class Orchestrator:
 
     async def sample_nodes(self) -> list[NodeTelemetry]:
         sampler = self.telemetry()
-        return list(await asyncio.gather(*(sampler.sample(n) for n in sampler.nodes)))
+        return list(await together(*(sampler.sample(n) for n in sampler.nodes)))
 
     async def smoke(self, max_tokens: int = 64) -> SmokeResult:
         """One streamed chat completion to the head."""
@@ -467,7 +468,7 @@ class Orchestrator:
             return False
 
         ranks = [r for r in self.plan.ranks if r.serves_http]
-        found = await asyncio.gather(*(taken(r) for r in ranks))
+        found = await together(*(taken(r) for r in ranks))
         return [BusyPort(r.node, r.rank, r.port) for r, busy in zip(ranks, found, strict=True) if busy]
 
     # -- launch ----------------------------------------------------------------------------
@@ -517,8 +518,10 @@ class Orchestrator:
                 fits = await fit
                 self._say_fit(fits)
         finally:
-            if fit is not None:
-                fit.cancel()
+            if fit is not None and not fit.done():  # up refused first: the fit is given up,
+                fit.cancel()  # and awaited, so none of its node commands outlives up
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await fit
         mark("up: run created")
         run = self.store.create(self.recipe.slug)
         run.write_plan(self.plan)
@@ -578,7 +581,7 @@ class Orchestrator:
         """Before ``up`` starts anything: every rank's container name is free, or made free
         (``owners.Names``); else ``NameClash`` naming each, and nothing starts."""
         names = self._names()
-        whys = await asyncio.gather(*(
+        whys = await together(*(
             names.clear(self.runtimes[i.node.name], i.node.name,
                         self.plan.ranks[i.rank].container.name) for i in self.ranks))
         if any(whys):
@@ -749,7 +752,7 @@ class Orchestrator:
         waiter = RestartWait(self.board, run, self.plan.memory, self.runtime, self.shells,
                              self.baselines, infos)
         await waiter.remember()  # a local rank's processes are known by their tree until removed
-        olds = await asyncio.gather(*(stop(info) for info in infos))
+        olds = await together(*(stop(info) for info in infos))
         self.adoptions.forget([old for old in olds if old])  # the new ones carry our label
         for info, old in zip(infos, olds, strict=True):
             info.restarts += 1
@@ -775,7 +778,7 @@ class Orchestrator:
         groups = {"workers-first": [workers, head], "head-first": [head, workers],
                   "parallel": [infos]}[order or self.launch_order]
         for group in groups:
-            await asyncio.gather(*(self._launch(info) for info in group))
+            await together(*(self._launch(info) for info in group))
 
     def _not_started(self, info: RankInfo, cause: Cause) -> None:
         """No process of the rank ever ran: failed, with no exit code to wait for."""
@@ -822,7 +825,7 @@ class Orchestrator:
             info.removed = True
             self.adoptions.forget([info.container_id])
             self.board.set_state(info, "stopped", Cause("removed_by_down"))
-        await asyncio.gather(*(one(i) for i in self.ranks))
+        await together(*(one(i) for i in self.ranks))
         if isinstance(self.runtime, Allocation) and not any(i.has_container for i in self.ranks):
             try:
                 await self.runtime.release()  # the nodes go back to the scheduler

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from sparktui.agents import sparse_rows
 from sparktui.backend.events import StagingProgress
 from sparktui.backend.nodeshell import NodeError
+from sparktui.backend.together import together
 from sparktui.core.plan import Plan, StagingPlan
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ class Stager:
 
     async def run(self, verify_only: bool = False, sample: int | str | None = None) -> list[StagingResult]:
         """Every node's jobs in parallel; one node failing does not stop the others."""
-        return list(await asyncio.gather(*(self._job(job, verify_only, sample)
+        return list(await together(*(self._job(job, verify_only, sample)
                                            for job in self.plan.staging)))
 
     async def _job(self, job: StagingPlan, verify_only: bool, sample: int | str | None) -> StagingResult:
