@@ -51,10 +51,18 @@ def test_a_follower_killed_mid_flood_leaves_no_gap_and_no_duplicate(tmp_path: Pa
 
         kills = 0
         while kills < 3 or (rewinds() == 0 and kills < 10):
+            log = run_dir / "r1.log"
+            size = log.stat().st_size if log.exists() else 0
             follower = subprocess.Popen([sys.executable, "-m", "sparktui", "logs", str(folder), "-f",
                                          "--rank", "1"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE, text=True)
-            time.sleep(1.5 + rng.random())
+            # killed once it follows (the file grows), however long a loaded machine took to
+            # start it, at a random moment of its writing
+            end = time.monotonic() + 60
+            while (log.stat().st_size if log.exists() else 0) <= size:
+                assert time.monotonic() < end and follower.poll() is None, "the follower never wrote"
+                time.sleep(0.02)
+            time.sleep(0.5 + rng.random())
             follower.send_signal(signal.SIGKILL)
             _, stderr = follower.communicate(timeout=30)
             assert "Traceback" not in stderr, stderr
