@@ -7,6 +7,7 @@ batched: log lines travel in lists, never one event per line.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -93,6 +94,17 @@ class MemoryChanged(Event):
     (stop), with the reading and its fall rate. A notice says the same in a sentence."""
 
     verdict: Verdict
+
+
+@dataclass(frozen=True)
+class MetricsChanged(Event):
+    """A rank's engine metrics after a scrape (``backend.metrics``): its pulse's current
+    values, and why the last scrape failed (``stale``; the values are the last good ones)."""
+
+    rank: int
+    values: Mapping[str, float | None]
+    stale: str | None
+    last_ok: float | None  # time.monotonic() of the last good scrape
 
 
 @dataclass(frozen=True)

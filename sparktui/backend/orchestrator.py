@@ -39,6 +39,7 @@ from sparktui.backend.kmsg import KernelVerdict
 from sparktui.backend.memfit import check_fit
 from sparktui.backend.memguard import MemoryWatch
 from sparktui.backend.memwait import RestartWait, read_baseline, record_baseline
+from sparktui.backend.metrics import MetricsScraper
 from sparktui.backend.nodeshell import NodeError, NodeShell
 from sparktui.backend.owners import (
     Held,
@@ -136,6 +137,8 @@ class Orchestrator:
         self.engines = (EngineWatch(self.board, rt, interval=self.health.interval)
                         if isinstance(rt, Processes) else None)
         self.memory = MemoryWatch(self.board, self.shells, self.runtimes, self.emit)
+        self.metrics = MetricsScraper(self.board, openers, plan.metrics.interval_s)
+        """The engines' own numbers (``[metrics]``): scraped while following."""
         """The memory guard (``[memory]`` floor and stop_at): run while following."""
         self.following = False
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -642,6 +645,8 @@ class Orchestrator:
             jobs["canary"] = self.canary.loop
         if self.engines is not None:
             jobs["engines"] = self.engines.loop
+        if self.metrics.interval is not None and self.metrics.ranks:
+            jobs["metrics"] = self.metrics.loop
         for name, job in jobs.items():
             if name not in self._tasks or self._tasks[name].done():
                 self._tasks[name] = asyncio.create_task(job(), name=name)
@@ -842,6 +847,7 @@ class Orchestrator:
             self.canary.closed = True
         if self.engines is not None:
             self.engines.closed = True
+        self.metrics.closed = True
         self.scanners.cool()
         await self.memory.close()  # a memory stop under way ends first: its containers must go
         if self._sampler is not None:

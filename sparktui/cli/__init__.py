@@ -262,6 +262,21 @@ def _smoke(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=Verb("ops", "cmd_smoke"))
 
 
+@verb("top", "the engines' own numbers (their /metrics): throughput, requests running and "
+             "queued, KV use, TTFT p95, per rank and for the group; refreshes")
+def _top(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--once", action="store_true",
+                   help="print one table and exit (two readings --over seconds apart: rates and "
+                        "percentiles need two)")
+    p.add_argument("--over", type=float, default=2.0, metavar="SECONDS",
+                   help="with --once: seconds between its two readings (default 2)")
+    p.add_argument("--every", type=float, metavar="SECONDS",
+                   help="seconds between two readings (default: the recipe's [metrics] interval)")
+    p.add_argument("--json", action="store_true", help="with --once: the values as JSON")
+    p.set_defaults(func=Verb("top", "cmd_top"))
+
+
 @verb("dump", "every rank's Python stacks, last 200 lines and processes, all ranks at once; "
               "saved in the run's folder")
 def _dump(p: argparse.ArgumentParser) -> None:
@@ -296,6 +311,9 @@ def _bundle(p: argparse.ArgumentParser) -> None:
                "containers outlive it")
 def _watch(p: argparse.ArgumentParser) -> None:
     _common(p)
+    p.add_argument("--metrics", metavar="[HOST:]PORT",
+                   help="serve sparktui's state and the engines' series for Prometheus on "
+                        "HOST:PORT (default host 127.0.0.1: loopback unless told otherwise)")
     p.set_defaults(func=Verb("watch", "cmd_watch"))
 
 
