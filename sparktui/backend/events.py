@@ -14,6 +14,7 @@ from typing import Literal
 from sparktui.core.canary import CanaryRecord
 from sparktui.core.checks import BootChecks, CheckUpdate
 from sparktui.core.memguard import Verdict
+from sparktui.core.metrics import PulseKey
 from sparktui.core.ranks import RankSnapshot
 from sparktui.core.runstore import Run
 from sparktui.core.stall import Stall
@@ -102,7 +103,7 @@ class MetricsChanged(Event):
     values, and why the last scrape failed (``stale``; the values are the last good ones)."""
 
     rank: int
-    values: Mapping[str, float | None]
+    values: Mapping[PulseKey, float | None]
     stale: str | None
     last_ok: float | None  # time.monotonic() of the last good scrape
 

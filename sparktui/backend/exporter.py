@@ -121,13 +121,13 @@ class StateCollector(Collector):
                         metric = out.setdefault(family, GaugeMetricFamily(
                             family, f"{family} as the engine reports it", labels=RANK_LABELS))
                     metric.add_metric(labels, value)  # type: ignore[attr-defined]
-            for key, value in pulse.values().items():
-                if value is None or key not in ("ttft_p50", "ttft_p95"):
+            for key, quantile in pulse.values().items():
+                if quantile is None or key not in ("ttft_p50", "ttft_p95"):
                     continue
                 name = f"sparktui_engine_{key}_seconds"
                 metric = out.setdefault(name, GaugeMetricFamily(
                     name, f"Time to first token, {key[-3:]} over the last minute", labels=RANK_LABELS))
-                metric.add_metric(labels, value)  # type: ignore[attr-defined]
+                metric.add_metric(labels, quantile)  # type: ignore[attr-defined]
         return [stale, *out.values()]
 
 
