@@ -46,6 +46,8 @@ class MetricSeries:
     family: str  # family name as the parser gives it (a counter without "_total")
     read: Read  # rate: a counter per second; p50/p95: a histogram's quantile
     scale: float = 1.0  # e.g. a 0..1 ratio shown as a % (100.0)
+    combine: Literal["sum", "max"] = "sum"  # over label sets: counts add up, a share (KV use
+    # of two data-parallel engines) is the fullest one's, never 160 %
 
 
 @dataclass(frozen=True)
@@ -121,13 +123,13 @@ def _samples(text: str) -> list[tuple[str, dict[str, str], float]]:
                                 f"at line {lines.line}, {_quote(lines.last)}.") from error
 
 
-def _combine(by_labels: Iterable[tuple[dict[str, str], float]]) -> float:
-    """The sum over label sets, replicas of one TP group counted once (their max)."""
+def _combine(by_labels: Iterable[tuple[dict[str, str], float]], how: str = "sum") -> float:
+    """The sum (or max) over label sets, replicas of one TP group counted once (their max)."""
     groups: dict[frozenset[tuple[str, str]], float] = {}
     for labels, value in by_labels:
         group = frozenset((k, v) for k, v in labels.items() if k not in _REPLICA_LABELS)
         groups[group] = max(groups.get(group, value), value)
-    return sum(groups.values())
+    return max(groups.values()) if how == "max" else sum(groups.values())
 
 
 def parse_exposition(text: str, at: float, spec: MetricsSpec) -> Scrape:
@@ -150,7 +152,8 @@ def parse_exposition(text: str, at: float, spec: MetricsSpec) -> Scrape:
             rest = {k: v for k, v in labels.items() if k != "le"}
             le = _le(labels.get("le"), family)
             buckets.setdefault(family, {}).setdefault(le, []).append((rest, value))
-    sums = {family: _combine(samples) for family, samples in values.items()}
+    how = {s.family: s.combine for s in spec.series}
+    sums = {family: _combine(samples, how.get(family, "sum")) for family, samples in values.items()}
     return Scrape(
         at=at,
         values={family: value for family, value in sums.items() if math.isfinite(value)},

@@ -178,6 +178,9 @@ def test_label_sets_are_summed_but_tp_replicas_count_once() -> None:
             .replace("# HELP", "# x").replace("# TYPE", "# y"))
     scrape = parse_exposition(page, 0.0, VLLM)
     assert scrape.values["vllm:num_requests_running"] == 8.0
+    # a share is the fullest engine's, not the sum of two (never over 100 %)
+    kv = {line.split()[-1] for line in page.splitlines() if line.startswith("vllm:kv_cache_usage_perc")}
+    assert scrape.values["vllm:kv_cache_usage_perc"] == max(float(v) for v in kv)
     assert scrape.buckets["vllm:time_to_first_token_seconds"][-1] == (math.inf, 24.0)
     replicas = SG_1 + "".join(line.replace('tp_rank="0"', 'tp_rank="1"') + "\n"
                               for line in SG_1.splitlines() if 'tp_rank="0"' in line)

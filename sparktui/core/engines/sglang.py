@@ -35,11 +35,11 @@ METRICS = MetricsSpec(flag="--enable-metrics", series=(
     MetricSeries("throughput", "sglang:gen_throughput", "gauge"),
     MetricSeries("running", "sglang:num_running_reqs", "gauge"),
     MetricSeries("queued", "sglang:num_queue_reqs", "gauge"),
-    MetricSeries("kv_use", "sglang:token_usage", "gauge", scale=100.0),
+    MetricSeries("kv_use", "sglang:token_usage", "gauge", scale=100.0, combine="max"),
     MetricSeries("ttft_p50", "sglang:time_to_first_token_seconds", "p50"),
     MetricSeries("ttft_p95", "sglang:time_to_first_token_seconds", "p95"),
-    MetricSeries("accept", "sglang:spec_accept_length", "gauge"),
-    MetricSeries("cache_hit", "sglang:cache_hit_rate", "gauge", scale=100.0),
+    MetricSeries("accept", "sglang:spec_accept_length", "gauge", combine="max"),
+    MetricSeries("cache_hit", "sglang:cache_hit_rate", "gauge", scale=100.0, combine="max"),
     MetricSeries("prompt_rate", "sglang:prompt_tokens", "rate"),
 ))
 

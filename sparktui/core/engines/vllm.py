@@ -37,7 +37,7 @@ METRICS = MetricsSpec(series=(
     MetricSeries("throughput", "vllm:generation_tokens", "rate"),
     MetricSeries("running", "vllm:num_requests_running", "gauge"),
     MetricSeries("queued", "vllm:num_requests_waiting", "gauge"),
-    MetricSeries("kv_use", "vllm:kv_cache_usage_perc", "gauge", scale=100.0),
+    MetricSeries("kv_use", "vllm:kv_cache_usage_perc", "gauge", scale=100.0, combine="max"),
     MetricSeries("ttft_p50", "vllm:time_to_first_token_seconds", "p50"),
     MetricSeries("ttft_p95", "vllm:time_to_first_token_seconds", "p95"),
     MetricSeries("prompt_rate", "vllm:prompt_tokens", "rate"),
