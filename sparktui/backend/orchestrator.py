@@ -63,7 +63,7 @@ from sparktui.backend.runtimes.base import (
     Telemetry,
 )
 from sparktui.backend.runtimes.registry import runtime_for
-from sparktui.backend.smoke import SmokeResult, smoke
+from sparktui.backend.smoke import SmokeOutcome, SmokeResult, smoke, smoke_many
 from sparktui.backend.staging import Stager, StagingResult
 from sparktui.backend.telemetry import Sampler
 from sparktui.backend.together import together
@@ -378,6 +378,12 @@ class Orchestrator:
         return await smoke(PROBE_HOST, self.plan.ranks[0].port, self.plan.served_model_name,
                            max_tokens=max_tokens, opener=self.runtime.opener(head.name),
                            shown_host=self.runtime.shown_host(head.name))
+
+    async def smokes(self, n: int, concurrency: int = 1, max_tokens: int = 64,
+                     on_each: Callable[[int, SmokeOutcome], None] | None = None) -> list[SmokeOutcome]:
+        """``n`` of ``smoke``'s requests, ``concurrency`` at once; each one's result or error,
+        in the order sent (``on_each`` as each ends)."""
+        return await smoke_many(lambda: self.smoke(max_tokens), n, concurrency, on_each)
 
     async def refresh_health(self) -> None:
         """Probe every rank once (a status without a live follower)."""

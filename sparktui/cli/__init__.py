@@ -254,10 +254,24 @@ def _restart(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=Verb("ops", "cmd_restart"))
 
 
-@verb("smoke", "one streamed chat completion to the head: TTFT and tokens/s")
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
+@verb("smoke", "one streamed chat completion to the head: TTFT and tokens/s (--n N: N of them)")
 def _smoke(p: argparse.ArgumentParser) -> None:
     _common(p)
     p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--n", type=_at_least_one, metavar="N",
+                   help="send N requests: a line for each and a summary (p50/p95 first token)")
+    p.add_argument("--concurrency", type=_at_least_one, default=1, metavar="C",
+                   help="with --n: C requests at once (default 1, one after another)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=Verb("ops", "cmd_smoke"))
 
