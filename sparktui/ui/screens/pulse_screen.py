@@ -10,9 +10,10 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
+from textual.reactive import reactive
 from textual.widgets import Static
 
-from sparktui.backend.metrics import MetricsScraper
+from sparktui.backend.metrics import HISTORY, MetricsScraper
 from sparktui.core.metrics import PulseKey
 from sparktui.core.units import format_duration
 from sparktui.ui.outside import content
@@ -21,12 +22,17 @@ from sparktui.ui.widgets.pulse_row import PulseRow
 
 REPAINT_S = 1.0
 """The ages move every second, whether a scrape came or not."""
+SPANS = (HISTORY, HISTORY // 5)
 
 
 class PulseScreen(Dialog[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,P", "dismiss", "close", id="pulse-close"),
+        Binding("z", "span", "span", id="pulse-span"),
     ]
+
+    span: reactive[int] = reactive(SPANS[0])
+    """Readings the sparklines show: the last ten minutes at 5 s, or the last two."""
 
     def __init__(self, title: str, scraper: MetricsScraper, nodes: dict[int, str]) -> None:
         super().__init__()
@@ -38,17 +44,20 @@ class PulseScreen(Dialog[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog") as dialog:
             dialog.border_title = content(self.title_text)
-            dialog.border_subtitle = "esc close"
-            every = self.scraper.interval
-            yield Static(content(f"scraped every {every:g} s through each node's connection"
-                                 if every is not None else "metrics are off in the recipe"),
-                         id="pulse-status")
+            dialog.border_subtitle = "z span · esc close"
+            yield Static(id="pulse-status")
             with VerticalScroll(id="pulse-rows"):
                 for rank in self.scraper.ranks:
                     yield PulseRow(f"r{rank} {self.nodes.get(rank, '?')}", self.keys,
                                    id=f"pulse-r{rank}")
                 if len(self.scraper.ranks) > 1:
                     yield PulseRow("group", self.keys, id="pulse-group")
+
+    def action_span(self) -> None:
+        self.span = SPANS[(SPANS.index(self.span) + 1) % len(SPANS)]
+
+    def watch_span(self) -> None:
+        self.repaint()
 
     def on_mount(self) -> None:
         self.repaint()
@@ -59,13 +68,17 @@ class PulseScreen(Dialog[None]):
         if not self.is_attached:
             return
         now = time.monotonic()
+        every = self.scraper.interval or 0.0
+        self.query_one("#pulse-status", Static).update(content(
+            f"scraped every {every:g} s through each node's connection · sparklines: the last "
+            f"{format_duration(every * self.span)}"))
         for rank in self.scraper.ranks:
             row = self.query_one(f"#pulse-r{rank}", PulseRow)
             pulse = self.scraper.pulses.get(rank)
             if pulse is None:
                 row.show({}, {}, "not scraped yet", stale=False)
                 continue
-            history = {k: pulse.history(k) for k in self.keys}
+            history = {k: pulse.history(k)[-self.span:] for k in self.keys}
             if pulse.stale is not None:
                 age = (f", last good {format_duration(now - pulse.last_ok)} ago"
                        if pulse.last_ok is not None else "")
@@ -77,5 +90,7 @@ class PulseScreen(Dialog[None]):
             row.show(pulse.values(), history, said, stale=pulse.stale is not None)
         if len(self.scraper.ranks) > 1:
             group = self.query_one("#pulse-group", PulseRow)
-            group.show(self.scraper.group(), self.scraper.group_history(), "all ranks",
+            group.show(self.scraper.group(),
+                       {k: v[-self.span:] for k, v in self.scraper.group_history().items()},
+                       "all ranks",
                        stale=all(p.stale is not None for p in self.scraper.pulses.values()))
