@@ -99,7 +99,7 @@ def own_cpu() -> float:
 
 
 async def measure(seconds: float, interval: float) -> None:
-    recipe = load_recipe(ROOT / "recipes" / "demo-tp4" / "recipe.toml")
+    recipe = load_recipe(ROOT / "recipes" / "demo-vllm-tp4" / "recipe.toml")
     cluster = local_cluster(RANKS)
     spec = recipe.spec.model_copy(update={"required_nodes": RANKS, "tensor_parallel_size": RANKS})
     recipe8 = type(recipe)(spec=spec, source=recipe.source, slug=recipe.slug)
