@@ -309,9 +309,19 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     return _smoke_many(args)
 
 
+async def _reach_head(orch: Orchestrator) -> None:
+    """The nodes connected (the request goes from the head's own node, through its SSH
+    connection); the head unreachable: its reason, as an error."""
+    unreachable = await orch.connect()
+    head = orch.ranks[0].node.name
+    if head in unreachable:
+        raise SparkError(unreachable[head])
+
+
 def _smoke_one(args: argparse.Namespace) -> int:
     async def go() -> int:
         async with _opened(args) as orch:
+            await _reach_head(orch)
             result = await orch.smoke(max_tokens=args.max_tokens)
         if args.json:
             print(json.dumps(result.__dict__, indent=2))
@@ -338,6 +348,7 @@ def _smoke_many(args: argparse.Namespace) -> int:
 
     async def go() -> int:
         async with _opened(args) as orch:
+            await _reach_head(orch)
             start = time.monotonic()
             outcomes = await orch.smokes(n, args.concurrency, args.max_tokens, each)
             summary = SmokeSummary.of(outcomes, time.monotonic() - start)
