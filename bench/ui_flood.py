@@ -382,6 +382,13 @@ async def measure(recipes: Path, args: argparse.Namespace, gcw: GcWatch) -> Resu
         print(f"ui_flood: grep {GREP!r} applied in {res.grep_s:.2f} s; measuring for {args.seconds:g} s",
               flush=True)
 
+        if args.pulse:  # the pulse view open over the flood: its keys are the ones timed
+            from sparktui.ui.screens.pulse_screen import PulseScreen
+            send_key(app, "P")
+            await until(lambda: isinstance(app.screen, PulseScreen), 10, "the pulse view")
+            await until(lambda: 0 in session.orch.metrics.pulses, 15, "a first scrape")
+            print("ui_flood: the pulse view is open", flush=True)
+
         probe = FrameProbe(app)
         period = 1.0 / args.rate
         received0 = sum(main.store.last_no(r) for r in range(args.ranks))
@@ -513,7 +520,10 @@ def main() -> int:
                     f"(default {WORLD})")
     ap.add_argument("--flood", type=int, default=2000, help="lines per second per rank (default 2000)")
     ap.add_argument("--rate", type=float, default=5.0, help="presses per second (default 5)")
-    ap.add_argument("--keys", default="w", help="keys to press in turn, comma-separated (default w)")
+    ap.add_argument("--keys", default=None, help="keys to press in turn, comma-separated (default w; "
+                    "with --pulse z, the pulse view's span)")
+    ap.add_argument("--pulse", action="store_true",
+                    help="open the pulse view (P) after the grep, and time its keys")
     ap.add_argument("--size", default="160x50", help="terminal columns x rows (default 160x50)")
     ap.add_argument("--port", type=int, default=30400, help="the recipe's port, rank r on port + r")
     ap.add_argument("--secrets", action="store_true",
@@ -522,6 +532,8 @@ def main() -> int:
     ap.add_argument("--default-gc", action="store_true",
                     help="leave Python's garbage collector as it is (the console settles it: gcpolicy)")
     args = ap.parse_args()
+    if args.keys is None:
+        args.keys = "z" if args.pulse else "w"
     if not re.fullmatch(r"\d+x\d+", args.size):
         ap.error("--size: COLUMNSxROWS, for example 160x50")
     busy = [p for p in (DIST_INIT_PORT, *range(args.port, args.port + args.ranks)) if not port_free(p)]

@@ -7,12 +7,14 @@ batched: log lines travel in lists, never one event per line.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from sparktui.core.canary import CanaryRecord
 from sparktui.core.checks import BootChecks, CheckUpdate
 from sparktui.core.memguard import Verdict
+from sparktui.core.metrics import PulseKey
 from sparktui.core.ranks import RankSnapshot
 from sparktui.core.runstore import Run
 from sparktui.core.stall import Stall
@@ -93,6 +95,17 @@ class MemoryChanged(Event):
     (stop), with the reading and its fall rate. A notice says the same in a sentence."""
 
     verdict: Verdict
+
+
+@dataclass(frozen=True)
+class MetricsChanged(Event):
+    """A rank's engine metrics after a scrape (``backend.metrics``): its pulse's current
+    values, and why the last scrape failed (``stale``; the values are the last good ones)."""
+
+    rank: int
+    values: Mapping[PulseKey, float | None]
+    stale: str | None
+    last_ok: float | None  # time.monotonic() of the last good scrape
 
 
 @dataclass(frozen=True)

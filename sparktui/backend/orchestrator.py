@@ -39,6 +39,7 @@ from sparktui.backend.kmsg import KernelVerdict
 from sparktui.backend.memfit import check_fit
 from sparktui.backend.memguard import MemoryWatch
 from sparktui.backend.memwait import RestartWait, read_baseline, record_baseline
+from sparktui.backend.metrics import MetricsScraper
 from sparktui.backend.nodeshell import NodeError, NodeShell
 from sparktui.backend.owners import (
     Held,
@@ -62,7 +63,7 @@ from sparktui.backend.runtimes.base import (
     Telemetry,
 )
 from sparktui.backend.runtimes.registry import runtime_for
-from sparktui.backend.smoke import SmokeResult, smoke
+from sparktui.backend.smoke import SmokeOutcome, SmokeResult, smoke, smoke_many
 from sparktui.backend.staging import Stager, StagingResult
 from sparktui.backend.telemetry import Sampler
 from sparktui.backend.together import together
@@ -136,6 +137,8 @@ class Orchestrator:
         self.engines = (EngineWatch(self.board, rt, interval=self.health.interval)
                         if isinstance(rt, Processes) else None)
         self.memory = MemoryWatch(self.board, self.shells, self.runtimes, self.emit)
+        self.metrics = MetricsScraper(self.board, openers, plan.metrics.interval_s)
+        """The engines' own numbers (``[metrics]``): scraped while following."""
         """The memory guard (``[memory]`` floor and stop_at): run while following."""
         self.following = False
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -375,6 +378,12 @@ class Orchestrator:
         return await smoke(PROBE_HOST, self.plan.ranks[0].port, self.plan.served_model_name,
                            max_tokens=max_tokens, opener=self.runtime.opener(head.name),
                            shown_host=self.runtime.shown_host(head.name))
+
+    async def smokes(self, n: int, concurrency: int = 1, max_tokens: int = 64,
+                     on_each: Callable[[int, SmokeOutcome], None] | None = None) -> list[SmokeOutcome]:
+        """``n`` of ``smoke``'s requests, ``concurrency`` at once; each one's result or error,
+        in the order sent (``on_each`` as each ends)."""
+        return await smoke_many(lambda: self.smoke(max_tokens), n, concurrency, on_each)
 
     async def refresh_health(self) -> None:
         """Probe every rank once (a status without a live follower)."""
@@ -642,6 +651,8 @@ class Orchestrator:
             jobs["canary"] = self.canary.loop
         if self.engines is not None:
             jobs["engines"] = self.engines.loop
+        if self.metrics.interval is not None and self.metrics.ranks:
+            jobs["metrics"] = self.metrics.loop
         for name, job in jobs.items():
             if name not in self._tasks or self._tasks[name].done():
                 self._tasks[name] = asyncio.create_task(job(), name=name)
@@ -842,6 +853,7 @@ class Orchestrator:
             self.canary.closed = True
         if self.engines is not None:
             self.engines.closed = True
+        self.metrics.closed = True
         self.scanners.cool()
         await self.memory.close()  # a memory stop under way ends first: its containers must go
         if self._sampler is not None:

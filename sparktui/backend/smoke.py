@@ -1,14 +1,17 @@
 """One real request after /health turns 200: a streamed chat completion to the head, with time
-to first token and decode speed (the operator's `smoke` verb)."""
+to first token and decode speed (the operator's `smoke` verb); or N of them, C at once, and
+what they did together (``smoke --n N --concurrency C``: load the engine can be watched under)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from sparktui.backend.http import Opener, direct, stream_lines
+from sparktui.backend.together import together
 from sparktui.core.errors import SparkError
 
 PROMPT = "In one sentence: what does a tensor-parallel inference cluster do?"
@@ -82,3 +85,80 @@ async def smoke(host: str, port: int, model: str, *, max_tokens: int = 64,
     tokens = usage_tokens or len(pieces)
     decode = (tokens - 1) / (last - first) if tokens > 1 and last > first else 0.0
     return SmokeResult(model, "".join(pieces), tokens, first - start, decode, time.monotonic() - start)
+
+
+SmokeOutcome = SmokeResult | SparkError
+"""One request of many: its result, or the error that says why it failed."""
+
+
+async def smoke_many(one: Callable[[], Awaitable[SmokeResult]], n: int, concurrency: int = 1,
+                     on_each: Callable[[int, SmokeOutcome], None] | None = None) -> list[SmokeOutcome]:
+    """``n`` requests, ``concurrency`` at once (the next sent as one ends); their outcomes in
+    the order sent. One that fails does not stop the others. ``on_each(i, outcome)`` as each
+    ends (``i`` from 0, in the order they end)."""
+    outcomes: list[SmokeOutcome | None] = [None] * n
+    sent = 0
+
+    async def worker() -> None:
+        nonlocal sent
+        while sent < n:
+            i, sent = sent, sent + 1
+            outcome: SmokeOutcome
+            try:
+                outcome = await one()
+            except SparkError as exc:
+                outcome = exc
+            outcomes[i] = outcome
+            if on_each is not None:
+                on_each(i, outcome)
+
+    await together(*(worker() for _ in range(max(1, min(n, concurrency)))))
+    return [o for o in outcomes if o is not None]
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q`` quantile (0..1), linear between the closest two (None: no values)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = q * (len(ordered) - 1)
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+@dataclass(frozen=True)
+class SmokeSummary:
+    requests: int
+    failed: int
+    tokens: int
+    ttft_p50_s: float | None
+    ttft_p95_s: float | None
+    decode_p50_tps: float | None
+    wall_s: float
+
+    @classmethod
+    def of(cls, outcomes: Sequence[SmokeOutcome], wall_s: float) -> SmokeSummary:
+        done = [o for o in outcomes if isinstance(o, SmokeResult)]
+        ttfts = [r.ttft_s for r in done]
+        return cls(len(outcomes), len(outcomes) - len(done), sum(r.tokens for r in done),
+                   percentile(ttfts, 0.5), percentile(ttfts, 0.95),
+                   percentile([r.decode_tps for r in done if r.decode_tps > 0], 0.5), wall_s)
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0 and self.requests > 0
+
+    def sentence(self) -> str:
+        """``3 requests, p50 first token 25 ms, p95 first token 31 ms, decode p50 49.8 tok/s,
+        114 tokens in 1.62 s``; the failed ones first when there are."""
+        head = (f"{self.requests} request{'s' if self.requests != 1 else ''}" if not self.failed
+                else f"{self.failed} of {self.requests} requests failed")
+        parts = [head]
+        if self.ttft_p50_s is not None and self.ttft_p95_s is not None:
+            parts += [f"p50 first token {self.ttft_p50_s * 1000:.0f} ms",
+                      f"p95 first token {self.ttft_p95_s * 1000:.0f} ms"]
+        if self.decode_p50_tps is not None:
+            parts.append(f"decode p50 {self.decode_p50_tps:.1f} tok/s")
+        parts.append(f"{self.tokens} tokens in {self.wall_s:.2f} s")
+        return ", ".join(parts)

@@ -254,12 +254,41 @@ def _restart(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=Verb("ops", "cmd_restart"))
 
 
-@verb("smoke", "one streamed chat completion to the head: TTFT and tokens/s")
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
+@verb("smoke", "one streamed chat completion to the head: TTFT and tokens/s (--n N: N of them)")
 def _smoke(p: argparse.ArgumentParser) -> None:
     _common(p)
     p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--n", type=_at_least_one, metavar="N",
+                   help="send N requests: a line for each and a summary (p50/p95 first token)")
+    p.add_argument("--concurrency", type=_at_least_one, default=1, metavar="C",
+                   help="with --n: C requests at once (default 1, one after another)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=Verb("ops", "cmd_smoke"))
+
+
+@verb("top", "the engines' own numbers (their /metrics): throughput, requests running and "
+             "queued, KV use, TTFT p95, per rank and for the group; refreshes")
+def _top(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--once", action="store_true",
+                   help="print one table and exit (two readings --over seconds apart: rates and "
+                        "percentiles need two)")
+    p.add_argument("--over", type=float, default=2.0, metavar="SECONDS",
+                   help="with --once: seconds between its two readings (default 2)")
+    p.add_argument("--every", type=float, metavar="SECONDS",
+                   help="seconds between two readings (default: the recipe's [metrics] interval)")
+    p.add_argument("--json", action="store_true", help="with --once: the values as JSON")
+    p.set_defaults(func=Verb("top", "cmd_top"))
 
 
 @verb("dump", "every rank's Python stacks, last 200 lines and processes, all ranks at once; "
@@ -296,6 +325,9 @@ def _bundle(p: argparse.ArgumentParser) -> None:
                "containers outlive it")
 def _watch(p: argparse.ArgumentParser) -> None:
     _common(p)
+    p.add_argument("--metrics", metavar="[HOST:]PORT",
+                   help="serve sparktui's state and the engines' series for Prometheus on "
+                        "HOST:PORT (default host 127.0.0.1: loopback unless told otherwise)")
     p.set_defaults(func=Verb("watch", "cmd_watch"))
 
 

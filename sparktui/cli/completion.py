@@ -19,7 +19,8 @@ SHELLS = ("bash", "zsh", "fish")
 HIDDEN = "__complete"
 PATH_OPTIONS = ("--cluster", "--recipes", "--output")  # complete file names after these
 VALUE_OPTIONS = ("--theme", "--rank", "--grep", "--since", "--max-tokens", "--sample",
-                 "--launch-order", "--from", "--run", "--max-log-mb")  # take a value that is not completed
+                 "--launch-order", "--from", "--run", "--max-log-mb", "--n",
+                 "--concurrency")  # take a value that is not completed
 
 
 def recipe_names(dirs: list[Path]) -> list[str]:

@@ -16,6 +16,7 @@ from sparktui.backend.events import Event, NodeChanged, Notice, RankChanged, Sta
 from sparktui.backend.orchestrator import LaunchOrder, Orchestrator
 from sparktui.backend.owners import held_groups
 from sparktui.backend.runtimes.registry import access_problems
+from sparktui.backend.smoke import SmokeOutcome, SmokeResult, SmokeSummary
 from sparktui.backend.watchdog import summary as watchdog_summary
 from sparktui.cli import exits, render
 from sparktui.cli.recipes import load_plan
@@ -301,8 +302,26 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
+    if args.n is None:
+        if args.concurrency != 1:
+            raise exits.UsageError("--concurrency needs --n (how many requests in all)")
+        return _smoke_one(args)
+    return _smoke_many(args)
+
+
+async def _reach_head(orch: Orchestrator) -> None:
+    """The nodes connected (the request goes from the head's own node, through its SSH
+    connection); the head unreachable: its reason, as an error."""
+    unreachable = await orch.connect()
+    head = orch.ranks[0].node.name
+    if head in unreachable:
+        raise SparkError(unreachable[head])
+
+
+def _smoke_one(args: argparse.Namespace) -> int:
     async def go() -> int:
         async with _opened(args) as orch:
+            await _reach_head(orch)
             result = await orch.smoke(max_tokens=args.max_tokens)
         if args.json:
             print(json.dumps(result.__dict__, indent=2))
@@ -310,6 +329,40 @@ def cmd_smoke(args: argparse.Namespace) -> int:
             out.print(plain(("smoke ok", "green"), f": {result.sentence()}"))
             out.print(plain((result.text, "dim")))
         return 0
+    return _run(go())
+
+
+def _smoke_many(args: argparse.Namespace) -> int:
+    """``--n N``: a line for each request as it ends (``[i/N]``, in the order sent), then the
+    summary; exit 1 when any failed. The errors are the engine's words: printed as text."""
+    n: int = args.n
+
+    def each(i: int, outcome: SmokeOutcome) -> None:
+        if args.json:
+            return
+        tag = f"[{i + 1}/{n}] "
+        if isinstance(outcome, SmokeResult):
+            out.print(plain(tag, ("smoke ok", "green"), f": {outcome.sentence()}"))
+        else:
+            out.print(plain(tag, (str(outcome), "red")))
+
+    async def go() -> int:
+        async with _opened(args) as orch:
+            await _reach_head(orch)
+            start = time.monotonic()
+            outcomes = await orch.smokes(n, args.concurrency, args.max_tokens, each)
+            summary = SmokeSummary.of(outcomes, time.monotonic() - start)
+        if args.json:
+            print(json.dumps({
+                "requests": [{"ok": True, **o.__dict__} if isinstance(o, SmokeResult)
+                             else {"ok": False, "error": str(o)} for o in outcomes],
+                "summary": {**summary.__dict__, "concurrency": args.concurrency},
+            }, indent=2))
+        elif summary.ok:
+            out.print(plain(("smoke ok", "green"), f": {summary.sentence()}"))
+        else:
+            out.print(plain(("smoke failed", "red"), f": {summary.sentence()}"))
+        return exits.OK if summary.ok else exits.FAILED
     return _run(go())
 
 

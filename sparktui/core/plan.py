@@ -24,6 +24,7 @@ from sparktui.core.secrets import Conceal, SecretRules, keyed, masked
 from sparktui.core.units import parse_size
 
 STALL_S = 120.0  # [boot] stall's default
+METRICS_INTERVAL_S = 5.0  # [metrics] interval's default
 
 LABEL_PREFIX = "sparktui."
 LABEL_RECIPE = "sparktui.recipe"
@@ -141,6 +142,17 @@ class MemoryPlan:
 
 
 @dataclass(frozen=True)
+class MetricsPlan:
+    """The recipe's ``[metrics]``: how often every rank that serves them is scraped (None:
+    off)."""
+
+    interval_s: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Plan:
     recipe_name: str
     recipe_slug: str
@@ -164,6 +176,8 @@ class Plan:
     memory: MemoryPlan | None = None
     """The memory guard and the restarts' wait (``[memory]``): watched, not run: not hashed.
     None only in a hand-built plan; ``build_plan`` always sets it."""
+    metrics: MetricsPlan = field(default_factory=lambda: MetricsPlan(METRICS_INTERVAL_S))
+    """The engine metrics' scrape (``[metrics]``): read, not run: not hashed."""
 
     @property
     def world(self) -> int:
@@ -188,6 +202,7 @@ class Plan:
             **({"runner": [{"title": t, "text": x} for t, x in self.runner]} if self.runner else {}),
             **({"liveness": self.liveness.to_json()} if self.liveness is not None else {}),
             **({"memory": self.memory.to_json()} if self.memory is not None else {}),
+            "metrics": self.metrics.to_json(),
         }
 
 
@@ -345,6 +360,7 @@ def build_plan(recipe: Recipe, cluster: Cluster, secret_key: bytes | None = None
                               spec.liveness.max_tokens) if spec.liveness is not None else None,
         memory=MemoryPlan(spec.memory.floor_bytes, spec.memory.stop_at_bytes,
                           spec.memory.restart_margin_bytes, spec.memory.restart_wait_s),
+        metrics=MetricsPlan(spec.metrics.interval_s),
     )
     digest = plan_hash(plan.to_json(conceal=keyed(secret_key) if secret_key else masked))
     for r in ranks:  # after the hash: who starts a plan does not change what it runs

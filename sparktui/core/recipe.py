@@ -214,6 +214,22 @@ class Liveness(StrictModel):
         return parse_duration(self.timeout)
 
 
+class MetricsPolicy(StrictModel):
+    """The engine's own numbers (its Prometheus ``/metrics``), scraped from every rank that
+    serves them through the node's SSH connection, as the health probes are."""
+
+    enabled: bool = Field(default=True, description="Scrape the engine's /metrics once it runs")
+    interval: Duration | Literal["off"] = Field(
+        default="5s", description='How often each rank is scraped; "off" as enabled = false')
+
+    @property
+    def interval_s(self) -> float | None:
+        """Seconds between two scrapes; None: off."""
+        if not self.enabled or self.interval == "off":
+            return None
+        return parse_duration(self.interval)
+
+
 class MemoryPolicy(StrictModel):
     """Memory before it wedges the host (unified memory on a Spark: GPU and CPU share the box's
     pool). Every node's available memory is watched while ranks boot and serve: under
@@ -290,6 +306,7 @@ class RecipeSpec(StrictModel):
     liveness: Liveness | None = Field(
         default=None, description="A canary completion after ready (off when the table is absent)")
     memory: MemoryPolicy = Field(default_factory=MemoryPolicy)
+    metrics: MetricsPolicy = Field(default_factory=MetricsPolicy)
 
     @property
     def api_port(self) -> int:

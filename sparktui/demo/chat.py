@@ -1,18 +1,21 @@
 """The OpenAI-style API's answers: the model card, SGLang's model info, chat completions
 (streamed or not) and plain completions (``/v1/completions``; SGLang's native ``/generate``) of
-a canned text at about fifty tokens a second. Each completion is first a step of the whole group
-(``rendezvous.Group.step``): a worker that does not answer makes it hang."""
+a canned text at about fifty tokens a second. A request waits its turn in the queue while
+``--max-running-requests`` others run (``load.Load``, which ``/metrics`` reads); each completion
+is then first a step of the whole group (``rendezvous.Group.step``): a worker that does not
+answer makes it hang."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, Protocol
 
 from .config import Config
 from .lines import CONTEXT_LEN, ENGINE_NAME, KV_TOKENS
+from .load import Load, Ticket
 from .log import Log
 
 
@@ -105,17 +108,19 @@ def parse_request(raw: bytes) -> ChatRequest:
 
 
 class Chat:
-    """What rank 0's API answers; counts the requests it serves (their ids, the batch lines)."""
+    """What rank 0's API answers; counts the requests it serves (their ids) and tells ``load``
+    of each (queued, running, its tokens)."""
 
-    def __init__(self, cfg: Config, log: Log, step: Callable[[], bool] = lambda: True) -> None:
+    def __init__(self, cfg: Config, log: Log, step: Callable[[], bool] = lambda: True,
+                 load: Load | None = None) -> None:
         """``step``: one step of the whole group before each completion (False: the rank exits)."""
         self.cfg = cfg
         self.log = log
         self.step = step
+        self.load = load if load is not None else Load(cfg.max_running, {})
         self.created = int(time.time())
         self._req_lock = threading.Lock()
         self._req_count = 0
-        self._running = 0
 
     def model_card(self) -> dict[str, Any]:
         return {
@@ -143,11 +148,19 @@ class Chat:
         (``/v1/completions``) or "generate" (SGLang's ``/generate``)."""
         with self._req_lock:
             self._req_count += 1
-            self._running += 1
-            number, running = self._req_count, self._running
+            number = self._req_count
         rid = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-demo-{self.created:x}-{number}"
-        self.log(f"Prefill batch. #new-seq: 1, #new-token: {request.prompt_tokens}, #cached-token: 0, "
-                 f"token usage: 0.00, #running-req: {running - 1}, #queue-req: 0")
+        ticket = self.load.arrive(request.prompt_tokens)
+        try:
+            self._answer(handler, request, kind, rid, ticket)
+        finally:
+            self.load.finish(ticket)
+
+    def _answer(self, handler: Handler, request: ChatRequest, kind: str, rid: str, ticket: Ticket) -> None:
+        batch = self.load.admit(ticket)
+        self.log(f"Prefill batch. #new-seq: 1, #new-token: {request.prompt_tokens - ticket.cached}, "
+                 f"#cached-token: {ticket.cached}, token usage: {batch.used_tokens / KV_TOKENS:.2f}, "
+                 f"#running-req: {batch.running - 1}, #queue-req: {batch.queued}")
         all_tokens = demo_tokens()
         tokens = all_tokens[: request.max_tokens]
         finish = "length" if len(all_tokens) > request.max_tokens else "stop"
@@ -157,24 +170,23 @@ class Chat:
             "total_tokens": request.prompt_tokens + len(tokens),
         }
         base = {"id": rid, "created": int(time.time()), "model": self.cfg.served_model_name}
-        started = time.monotonic()
         try:
             if not self.step():
                 handler.close_connection = True
                 return
             if request.stream:
-                self._stream(handler, base, tokens, finish, usage)
+                self._stream(handler, base, self._paced(ticket, tokens), finish, usage)
             elif kind != "chat":
-                time.sleep(len(tokens) / TOKENS_PER_SECOND)
-                handler.send_json(200, self._completion(kind, base, "".join(tokens), finish, usage))
+                text = "".join(self._paced(ticket, tokens))
+                handler.send_json(200, self._completion(kind, base, text, finish, usage))
             else:
-                time.sleep(len(tokens) / TOKENS_PER_SECOND)
+                text = "".join(self._paced(ticket, tokens))
                 handler.send_json(200, {
                     **base,
                     "object": "chat.completion",
                     "choices": [{
                         "index": 0,
-                        "message": {"role": "assistant", "content": "".join(tokens)},
+                        "message": {"role": "assistant", "content": text},
                         "logprobs": None,
                         "finish_reason": finish,
                     }],
@@ -184,13 +196,21 @@ class Chat:
             handler.close_connection = True
             self.log(f"Abort request {rid}: the client went away")
         else:
-            elapsed = max(time.monotonic() - started, 1e-3)
-            self.log(f"Decode batch. #running-req: {running}, #token: {usage['total_tokens']}, token usage: "
-                     f"{usage['total_tokens'] / KV_TOKENS:.2f}, gen throughput (token/s): "
-                     f"{len(tokens) / elapsed:.2f}, #queue-req: 0")
-        finally:
-            with self._req_lock:
-                self._running -= 1
+            batch = self.load.batch()
+            self.log(f"Decode batch. #running-req: {batch.running}, #token: {batch.used_tokens}, "
+                     f"token usage: {batch.used_tokens / KV_TOKENS:.2f}, gen throughput (token/s): "
+                     f"{batch.throughput:.2f}, #queue-req: {batch.queued}")
+
+    def _paced(self, ticket: Ticket, tokens: list[str]) -> Iterator[str]:
+        """The tokens at ``TOKENS_PER_SECOND``, each told to the load as it comes (streamed or
+        not, an engine generates them one a step)."""
+        start = time.monotonic()
+        for i, token in enumerate(tokens):
+            delay = start + (i + 1) / TOKENS_PER_SECOND - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            self.load.token(ticket)
+            yield token
 
     @staticmethod
     def _completion(kind: str, base: dict[str, Any], text: str, finish: str,
@@ -204,7 +224,7 @@ class Chat:
             "index": 0, "text": text, "logprobs": None, "finish_reason": finish}], "usage": usage}
 
     @staticmethod
-    def _stream(handler: Handler, base: dict[str, Any], tokens: list[str], finish: str,
+    def _stream(handler: Handler, base: dict[str, Any], tokens: Iterator[str], finish: str,
                 usage: dict[str, int]) -> None:
         handler.send_response(200)
         handler.send_header("Content-Type", "text/event-stream")
@@ -223,11 +243,7 @@ class Chat:
             send(b"data: " + json.dumps(body).encode() + b"\n\n")
 
         chunk({"role": "assistant", "content": ""}, None)
-        start = time.monotonic()
-        for i, token in enumerate(tokens):
-            delay = start + (i + 1) / TOKENS_PER_SECOND - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
+        for token in tokens:
             chunk({"content": token}, None)
         chunk({}, finish, {"usage": usage})
         send(b"data: [DONE]\n\n")

@@ -44,6 +44,10 @@ class Config(NamedTuple):
     alloc_every: float = 0.5
     alloc_rank: int | None = None  # only this rank allocates (default: every rank)
     alloc_once: str | None = None  # a file: allocate only where it is absent, made first
+    max_running: int = 4  # requests decoded at once (--max-running-requests; vLLM --max-num-seqs)
+    enable_metrics: bool = False  # SGLang --enable-metrics: rank 0 serves /metrics (vLLM: always)
+    speculative_algorithm: str | None = None  # SGLang --speculative-algorithm: an accept length
+    speculative_draft_tokens: int | None = None  # SGLang --speculative-num-draft-tokens
 
 
 _ENV = {
@@ -64,6 +68,9 @@ _ENV = {
 }
 
 VLLM_MASTER_PORT = 29501  # vLLM's default --master-port
+DEFAULT_MAX_RUNNING = 4
+"""Requests decoded at once when the command line does not say: small, so that a few
+concurrent requests already queue (the real engines size it from the memory)."""
 _Rendezvous = Callable[[dict[str, Any], argparse.ArgumentParser, int], tuple[str | None, int | None]]
 
 
@@ -157,6 +164,17 @@ def _build_parser() -> argparse.ArgumentParser:
                     help=f"rendezvous port (vLLM, default {VLLM_MASTER_PORT})")
     vl.add_argument("--headless", action="store_true", default=False,
                     help="a vLLM worker rank: no API server, no port")
+    act = parser.add_argument_group("engine flags the demo acts on (the others are ignored)")
+    act.add_argument("--max-running-requests", type=int, default=None, metavar="N",
+                     help=f"SGLang: requests decoded at once, the rest queue (default {DEFAULT_MAX_RUNNING})")
+    act.add_argument("--max-num-seqs", type=int, default=None, metavar="N",
+                     help=f"vLLM: requests decoded at once, the rest wait (default {DEFAULT_MAX_RUNNING})")
+    act.add_argument("--enable-metrics", action="store_true", default=False,
+                     help="SGLang: rank 0 serves /metrics (vLLM's always does)")
+    act.add_argument("--speculative-algorithm", default=None, metavar="NAME",
+                     help="SGLang: speculative decoding; /metrics then has an accept length")
+    act.add_argument("--speculative-num-draft-tokens", type=int, default=None, metavar="N",
+                     help="SGLang: tokens drafted a step (the accept length's bound)")
     demo = parser.add_argument_group("demo switches")
     demo.add_argument("--demo-engine", choices=ENGINES, default=None,
                       help="imitate this engine (default: follows from the flags)")
@@ -262,6 +280,14 @@ def parse_config(argv: Sequence[str] | None = None, env: dict[str, str] | None =
         parser.error(f"--node-rank {rank} without --headless: with vLLM's multi-node flags only rank 0 "
                      "serves the API; every other rank runs --headless")
     dist_host, dist_port = flags.rendezvous(values, parser, nnodes)
+    running_flag = "--max-running-requests" if mode == "sglang" else "--max-num-seqs"
+    max_running = values[running_flag[2:].replace("-", "_")]
+    max_running = DEFAULT_MAX_RUNNING if max_running is None else max_running
+    if max_running < 1:
+        parser.error(f"{running_flag} {max_running}: at least 1 request must run")
+    draft = values["speculative_num_draft_tokens"]
+    if draft is not None and draft < 1:
+        parser.error(f"--speculative-num-draft-tokens {draft} must be at least 1")
 
     fail_rank = num("fail_rank", None, integer=True)
     fail_after = num("fail_after", None)
@@ -308,4 +334,8 @@ def parse_config(argv: Sequence[str] | None = None, env: dict[str, str] | None =
         alloc_every=num("alloc_every", 0.5) or 0.0,
         alloc_rank=None if alloc_rank is None else int(alloc_rank),
         alloc_once=found[1] if (found := pick("alloc_once")) else None,
+        max_running=max_running,
+        enable_metrics=values["enable_metrics"],
+        speculative_algorithm=values["speculative_algorithm"],
+        speculative_draft_tokens=draft,
     )

@@ -19,7 +19,9 @@ its modules and ``fields.json``) is copied alone into a minimal image (busybox +
 ``python3 sparktui/demo/engine.py``. The modules: ``config`` (flags and environment),
 ``sglang`` and ``vllm`` (each engine's personality: boot log, dump, prefix), ``lines`` (the
 ready and fatal lines sparktui reads), ``rank``, ``life`` (how it exits), ``rendezvous``,
-``http``, ``chat``, ``traffic`` (ticks, flood), ``fields`` (the flag tables), ``log``.
+``http``, ``chat``, ``load`` (the requests running and queued, the token counters and latency
+histograms), ``metrics`` (Prometheus's text format), ``traffic`` (ticks, flood), ``fields`` (the
+flag tables), ``log``.
 
 What it does, like an SGLang rank:
 
@@ -36,6 +38,12 @@ What it does, like an SGLang rank:
   SGLang's native ``POST /generate`` with canned demo text. Every completion is a step of the
   whole group first (rank 0 asks every worker over the rendezvous connection): a worker stopped
   by SIGSTOP makes the head's completions hang while its ``/health`` answers 200, as SGLang's.
+* At most ``--max-running-requests`` (default 4) requests decode at once; the others queue.
+* With ``--enable-metrics``, rank 0's ``GET /metrics`` in Prometheus's text format with SGLang's
+  families (``sglang:num_running_reqs``, ``sglang:num_queue_reqs``, ``sglang:gen_throughput``,
+  ``sglang:token_usage``, ``sglang:cache_hit_rate``, the token counters, the time-to-first-token
+  and end-to-end histograms; ``sglang:spec_accept_length`` with ``--speculative-algorithm``),
+  counted from the requests it serves since it started; 404 without the flag, as SGLang's.
 
 What changes as vLLM:
 
@@ -45,7 +53,10 @@ What changes as vLLM:
 * Rendezvous at ``--master-addr``/``--master-port`` (defaults 127.0.0.1 and 29501, as vLLM's).
 * Rank 0 binds its port at start but serves only from ``Application startup complete.`` on (as
   vLLM's API server does): ``/health``, ``/v1/models``, ``/v1/chat/completions``,
-  ``/v1/completions`` (no ``/generate``). ``--headless``
+  ``/v1/completions`` (no ``/generate``) and ``/metrics`` (always on, vLLM's families:
+  ``vllm:num_requests_running``, ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc``,
+  the token and preemption counters, the first-token and per-token histograms); at most
+  ``--max-num-seqs`` (default 4) requests run at once. ``--headless``
   workers open no port at all, and ranks > 0 must be ``--headless`` (exit 2 otherwise).
 * SIGTERM/SIGINT: logs ``Received sigterm, shutting down`` (``sigint``) and exits 0 at once.
 

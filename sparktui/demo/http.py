@@ -1,6 +1,7 @@
 """HTTP on ``--host``/``--port``: ``/health`` on every rank that serves (503 while booting, 200
 when ready), and on rank 0 ``/v1/models``, ``/get_model_info``, ``/v1/chat/completions``,
-``/v1/completions`` and, as SGLang, ``/generate``.
+``/v1/completions``, ``/metrics`` (SGLang's with ``--enable-metrics`` only) and, as SGLang,
+``/generate``.
 Its lines are the engines' uvicorn lines (the access line after the engine's server prefix)."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .chat import BadRequest, Chat, ChatRequest, parse_completion, parse_request
 from .config import Config
 from .lines import ENGINE_NAME
 from .log import Log
+from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 
 
 class Rank(Protocol):
@@ -27,6 +29,8 @@ class Rank(Protocol):
     log: Log
     chat: Chat
     ready: threading.Event
+
+    def metrics(self) -> str | None: ...
 
 SERVER_VERSION = "sparktui-demo-engine/0.1"
 POST_ROUTES = {"/v1/chat/completions": "chat", "/v1/completions": "completion", "/generate": "generate"}
@@ -101,6 +105,15 @@ class Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
 
+    def send_text(self, status: int, text: str, content_type: str) -> None:
+        data = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
     def _error(self, status: int, message: str, kind: str) -> None:
         body = {"object": "error", "message": message, "type": kind, "param": None, "code": status}
         self.send_json(status, body)
@@ -132,6 +145,8 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/get_model_info":
             if self._api_available():
                 self.send_json(200, eng.chat.model_info())
+        elif path == "/metrics" and (body := eng.metrics()) is not None:
+            self.send_text(200, body, METRICS_CONTENT_TYPE)
         else:
             self._error(404, f"{ENGINE_NAME}: no route for GET {path}", "NotFoundError")
 

@@ -16,6 +16,7 @@ from .config import Config
 from .http import Server
 from .life import Life
 from .lines import ENGINE_NAME, EXIT_SIMULATED, EXIT_USAGE, NCCL_INIT_LINE, EngineLines, fatal
+from .load import Load, Reading
 from .log import Log, LogStyle
 from .memory import first_time, hold
 from .rendezvous import Group
@@ -31,6 +32,7 @@ class Personality(Protocol):
     name: str
     lines: EngineLines
     serves_while_booting: bool  # HTTP serves from the start (SGLang) or from ready (vLLM)
+    buckets: dict[str, tuple[float, ...]]  # its latency histograms' bounds (``load.Load``)
 
     def log_style(self, rank: int) -> LogStyle:
         """The prefix of this rank's lines and of its HTTP server's."""
@@ -44,6 +46,10 @@ class Personality(Protocol):
         """The boot sequence, in the boot thread: rendezvous, load, become ready."""
         ...
 
+    def metrics(self, cfg: Config, reading: Reading) -> str | None:
+        """Rank 0's ``/metrics`` body in the engine's families (None: it serves none)."""
+        ...
+
 
 class Rank:
     """One rank of the demo group, imitating ``engine``."""
@@ -55,7 +61,8 @@ class Rank:
         self.log = log if log is not None else Log(engine.log_style(cfg.node_rank))
         self.life = Life(self.log)
         self.group = Group(cfg, self.log, self.life)
-        self.chat = Chat(cfg, self.log, self.group.step)
+        self.load = Load(cfg.max_running, engine.buckets)
+        self.chat = Chat(cfg, self.log, self.group.step, self.load)
         self.ready = threading.Event()
         self._http: Server | None = None
 
@@ -82,6 +89,13 @@ class Rank:
         if self.engine.serves_while_booting:
             self.serve_http()
         return True
+
+    def metrics(self) -> str | None:
+        """``/metrics``: rank 0's, in its engine's format; None on a worker (SGLang's serves
+        only ``/health``) or where the engine serves none."""
+        if self.rank != 0:
+            return None
+        return self.engine.metrics(self.cfg, self.load.reading())
 
     def serve_http(self) -> None:
         """Start answering on the bound port."""

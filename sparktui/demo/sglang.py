@@ -1,6 +1,6 @@
 """The demo as an SGLang rank: ``[time TP<rank>] `` lines, ``server_args=ServerArgs(...)`` with
-every field, ``/health`` (503) served while booting, and rank 0's ready line once every worker
-reported ready."""
+every field, ``/health`` (503) served while booting, rank 0's ready line once every worker
+reported ready, and with ``--enable-metrics`` rank 0's ``/metrics`` in SGLang's families."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 from .config import Config
 from .fields import credentials, demo_switches, dump_changes, engine_fields, py_repr
 from .lines import CONTEXT_LEN, KV_TOKENS, RENDEZVOUS_OK_LINE, SGLANG, EngineLines
+from .load import Reading
 from .log import LogStyle
+from .metrics import Exposition
 
 if TYPE_CHECKING:
     from .rank import Rank
@@ -19,8 +21,55 @@ if TYPE_CHECKING:
 KV_CACHE_LINE = "KV cache ready: #tokens={tokens}, K size: 1.50 GB, V size: 1.50 GB"
 MAX_TOKENS_LINE = (
     "max_total_num_tokens=65536, chunked_prefill_size=4096, max_prefill_tokens=16384, "
-    "max_running_requests=16, context_len=32768"
+    "max_running_requests={max_running}, context_len=32768"
 )
+
+# SGLang's TokenizerMetricsCollector's default buckets (seconds)
+BUCKETS: dict[str, tuple[float, ...]] = {
+    "ttft": (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400),
+    "e2e": (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 800),
+}
+DRAFT_TOKENS = 4
+"""Tokens drafted a step when ``--speculative-num-draft-tokens`` does not say."""
+ACCEPTED = 0.7
+"""The share of the drafted tokens after the first that the demo's target model accepts."""
+
+
+def accept_length(cfg: Config, generated: int) -> float:
+    """The average tokens accepted a verify step: 0 before any decoding; then about
+    ``1 + ACCEPTED * (drafts - 1)``, a little up and down with the tokens generated."""
+    if not generated:
+        return 0.0
+    drafts = cfg.speculative_draft_tokens or DRAFT_TOKENS
+    swing = 0.9 + 0.05 * ((generated // 64) % 5)
+    return round(min(float(drafts), (1 + ACCEPTED * (drafts - 1)) * swing), 3)
+
+
+def metrics_text(cfg: Config, reading: Reading) -> str:
+    """Rank 0's ``/metrics``: the scheduler's gauges and the tokenizer manager's counters and
+    histograms, labelled with the served model's name, as SGLang's collectors name them."""
+    out = Exposition({"model_name": cfg.served_model_name})
+    batch = reading.batch
+    out.gauge("sglang:num_running_reqs", "The number of running requests.", batch.running)
+    out.gauge("sglang:num_used_tokens", "The number of used tokens.", batch.used_tokens)
+    out.gauge("sglang:token_usage", "The token usage.", round(batch.used_tokens / KV_TOKENS, 6))
+    out.gauge("sglang:gen_throughput", "The generation throughput (token/s).", round(batch.throughput, 3))
+    out.gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", batch.queued)
+    hit = reading.cached_tokens / reading.prompt_tokens if reading.prompt_tokens else 0.0
+    out.gauge("sglang:cache_hit_rate", "The prefix cache hit rate.", round(hit, 6))
+    if cfg.speculative_algorithm:
+        out.gauge("sglang:spec_accept_length", "The average acceptance length of speculative decoding.",
+                  accept_length(cfg, reading.generation_tokens))
+    out.counter("sglang:prompt_tokens_total", "Number of prefill tokens processed.", reading.prompt_tokens)
+    out.counter("sglang:generation_tokens_total", "Number of generation tokens processed.",
+                reading.generation_tokens)
+    out.counter("sglang:cached_tokens_total", "Number of cached prompt tokens.", reading.cached_tokens)
+    out.counter("sglang:num_requests_total", "Number of requests processed.", reading.requests)
+    out.histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+                  reading.histograms["ttft"])
+    out.histogram("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
+                  reading.histograms["e2e"])
+    return out.text()
 
 
 def dump(cfg: Config, env: dict[str, str] | None = None) -> str | None:
@@ -52,7 +101,7 @@ def _short_dump(cfg: Config) -> str:
         f"served_model_name={cfg.served_model_name!r}, dtype='bfloat16', tp_size={cfg.nnodes}, "
         f"nnodes={cfg.nnodes}, node_rank={cfg.node_rank}, dist_init_addr={dist!r}, "
         f"host={cfg.host!r}, port={cfg.port}, context_length={CONTEXT_LEN}, "
-        f"chunked_prefill_size=4096, max_running_requests=16, "
+        f"chunked_prefill_size=4096, max_running_requests={cfg.max_running}, "
         f"demo_boot_seconds={cfg.boot_seconds}, demo_fail_rank={cfg.fail_rank}, "
         f"demo_fail_after={cfg.fail_after}, demo_stall={cfg.stall}, demo_flood={cfg.flood}, "
         f"demo_tick={cfg.tick}"
@@ -65,6 +114,11 @@ class SGLangRank:
     name = "sglang"
     lines: EngineLines = SGLANG
     serves_while_booting = True
+    buckets = BUCKETS
+
+    def metrics(self, cfg: Config, reading: Reading) -> str | None:
+        """None without ``--enable-metrics``: SGLang then mounts no ``/metrics``."""
+        return metrics_text(cfg, reading) if cfg.enable_metrics else None
 
     def log_style(self, rank: int) -> LogStyle:
         stamp = "%Y-%m-%d %H:%M:%S"
@@ -113,7 +167,7 @@ class SGLangRank:
 
     def _head_ready(self, rank: Rank) -> None:
         cfg, log = rank.cfg, rank.log
-        log(MAX_TOKENS_LINE)
+        log(MAX_TOKENS_LINE.format(max_running=cfg.max_running))
         log.lines([
             f"INFO:     Started server process [{os.getpid()}]",
             "INFO:     Waiting for application startup.",

@@ -1,7 +1,7 @@
 """The demo as a vLLM rank (``--distributed-backend mp``): ``(Worker_TP<rank> pid=<pid>) INFO``
 lines, ``non-default args: {...}`` on rank 0 only, ``--headless`` workers that open no port, and
 rank 0's API server bound at start but serving only from "Application startup complete." on,
-once every worker reported ready."""
+once every worker reported ready, ``/metrics`` among its routes (always on, as vLLM's)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,52 @@ from typing import TYPE_CHECKING, Any
 from .config import Config
 from .fields import credentials, demo_switches, dump_changes, engine_table, table_fields
 from .lines import CONTEXT_LEN, KV_TOKENS, RENDEZVOUS_OK_LINE, VLLM, EngineLines
+from .load import Reading
 from .log import LogStyle
+from .metrics import Exposition
 
 if TYPE_CHECKING:
     from .rank import Rank
 
 VERSION = "0.10.1.1+sparktui.demo"
 KV_CACHE_LINE = "GPU KV cache size: {tokens:,} tokens"
+
+# vLLM v1's PrometheusStatLogger's buckets (seconds)
+BUCKETS: dict[str, tuple[float, ...]] = {
+    "ttft": (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+             10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0),
+    "tpot": (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+             20.0, 40.0, 80.0),
+    "e2e": (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
+            240.0, 480.0, 960.0, 1920.0, 7680.0),
+}
+
+
+def metrics_text(cfg: Config, reading: Reading) -> str:
+    """Rank 0's ``/metrics``: the scheduler's gauges, the token counters and the latency
+    histograms of engine 0, as vLLM's Prometheus logger names them. The demo never preempts
+    (its KV cache never fills): the preemption counter stays 0."""
+    out = Exposition({"model_name": cfg.served_model_name, "engine": "0"})
+    batch = reading.batch
+    out.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", batch.running)
+    out.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", batch.queued)
+    out.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+              round(batch.used_tokens / KV_TOKENS, 6))
+    out.counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", 0)
+    out.counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", reading.prompt_tokens)
+    out.counter("vllm:generation_tokens_total", "Number of generation tokens processed.",
+                reading.generation_tokens)
+    out.counter("vllm:prefix_cache_queries_total",
+                "Prefix cache queries, in terms of number of queried tokens.", reading.prompt_tokens)
+    out.counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
+                reading.cached_tokens)
+    out.histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+                  reading.histograms["ttft"])
+    out.histogram("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.",
+                  reading.histograms["tpot"])
+    out.histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
+                  reading.histograms["e2e"])
+    return out.text()
 
 
 def _credentials(cfg: Config) -> dict[str, Any]:
@@ -62,6 +101,10 @@ class VLLMRank:
     name = "vllm"
     lines: EngineLines = VLLM
     serves_while_booting = False
+    buckets = BUCKETS
+
+    def metrics(self, cfg: Config, reading: Reading) -> str | None:
+        return metrics_text(cfg, reading)
 
     def log_style(self, rank: int) -> LogStyle:
         pid = os.getpid()

@@ -40,6 +40,9 @@ KEYS: tuple[KeySpec, ...] = (
     KeySpec("dump", "D", "dump", "dump",
             "Dump: every rank's Python stacks, processes and last lines, all ranks at once",
             "Cluster", title="Dump stacks"),
+    KeySpec("pulse", "P", "pulse", "pulse",
+            "Pulse: the engines' own numbers (throughput, running and queued, KV use, TTFT p95) "
+            "with sparklines, per rank and for the group", "Cluster", title="Pulse view"),
     KeySpec("smoke", "k", "smoke", "smoke",
             "Smoke: one streamed chat completion to the head (time to first token, tokens/s)",
             "Cluster", title="Smoke request"),

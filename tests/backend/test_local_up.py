@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import re
 import socket
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import ROOT
 from tests.runner import Cli, local_env, sparktui_run
@@ -49,6 +51,49 @@ def test_smoke_on_a_dead_endpoint_is_one_line(cli) -> None:  # type: ignore[no-u
     assert res.returncode == 1
     assert res.stderr.strip().count("\n") == 0
     assert "smoke: cannot reach http://127.0.0.1:30000/v1/chat/completions (connection refused" in res.stderr
+
+
+def _first_tokens_seen() -> float:
+    """How many requests the head's /metrics saw a first token of (demo-tp4: --enable-metrics)."""
+    with urllib.request.urlopen("http://127.0.0.1:30000/metrics", timeout=10) as resp:
+        body = resp.read().decode()
+    [family] = [f for f in text_string_to_metric_families(body)
+                if f.name == "sglang:time_to_first_token_seconds"]
+    [count] = [s.value for s in family.samples if s.name.endswith("_count")]
+    return float(count)
+
+
+def test_smoke_sends_n_requests_c_at_once(cli) -> None:  # type: ignore[no-untyped-def]
+    up = cli("up", "recipes/demo-tp4", "--wait")
+    assert up.returncode == 0, up.stderr
+    assert _first_tokens_seen() == 0  # the counters start with the rank
+    smoke = cli("smoke", "recipes/demo-tp4", "--n", "3", "--concurrency", "2", "--max-tokens", "8")
+    assert smoke.returncode == 0, smoke.stdout + smoke.stderr
+    said = smoke.stdout.splitlines()
+    assert sorted(line[:6] for line in said[:3]) == ["[1/3] ", "[2/3] ", "[3/3] "], said
+    for line in said[:3]:
+        assert re.fullmatch(r"\[\d/3\] smoke ok: demo-tp4: 8 tokens, first after \d+ ms, decode [\d.]+ tok/s "
+                            r"\([\d.]+ s in all\)", line), line
+    assert re.fullmatch(r"smoke ok: 3 requests, p50 first token \d+ ms, p95 first token \d+ ms, "
+                        r"decode p50 [\d.]+ tok/s, 24 tokens in [\d.]+ s", said[3]), said
+    assert len(said) == 4
+    assert _first_tokens_seen() == 3  # the engine's own count of them
+    as_json = json.loads(cli("smoke", "recipes/demo-tp4", "--n", "2", "--json").stdout)
+    assert [r["ok"] for r in as_json["requests"]] == [True, True]
+    assert as_json["summary"]["requests"] == 2 and as_json["summary"]["failed"] == 0
+
+
+def test_smoke_n_on_a_dead_endpoint_says_each_and_fails(cli) -> None:  # type: ignore[no-untyped-def]
+    res = cli("smoke", "recipes/demo-tp4", "--n", "2", "--concurrency", "2")
+    assert res.returncode == 1
+    said = res.stdout.splitlines()
+    assert len(said) == 3, said
+    for line in said[:2]:
+        assert re.fullmatch(r"\[[12]/2\] smoke: cannot reach http://127\.0\.0\.1:30000/v1/chat/completions "
+                            r"\(connection refused: is the head running\?\)", line), line
+    assert re.fullmatch(r"smoke failed: 2 of 2 requests failed, 0 tokens in [\d.]+ s", said[2]), said
+    usage = cli("smoke", "recipes/demo-tp4", "--concurrency", "2")
+    assert usage.returncode == 2 and "--concurrency needs --n" in usage.stderr
 
 
 def test_failed_rank_fails_the_wait(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

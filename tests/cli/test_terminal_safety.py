@@ -85,8 +85,8 @@ def test_logs_and_failures_show_escapes_as_text(cli: Cli, tmp_path: Path) -> Non
 
     logs = cli("logs", r, "--rank", "0")
     assert logs.returncode == 0 and no_controls(logs.stdout), repr(logs.stdout)
-    assert "DEMO ignoring 5 flag(s) the demo engine does not implement: --trust-remote-code " \
-           f"--chunked-prefill-size --max-running-requests --cuda-graph-max-bs-decode {SHOWN}" \
+    assert "DEMO ignoring 4 flag(s) the demo engine does not implement: --trust-remote-code " \
+           f"--chunked-prefill-size --cuda-graph-max-bs-decode {SHOWN}" \
            in logs.stdout, logs.stdout
     grep = cli("logs", r, "--grep", "title")
     assert grep.returncode == 0 and no_controls(grep.stdout), repr(grep.stdout)

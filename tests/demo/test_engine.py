@@ -220,7 +220,7 @@ def test_two_ranks_rendezvous_and_become_ready(spawn: Callable[..., Rank]) -> No
         assert "Loading safetensors checkpoint shards:  50% Completed | 2/4" in rank.text()
         own = [line for line in rank.lines if not ACCESS.match(line)]  # the HTTP server's: no TP
         assert [m.group(1) if (m := PREFIX.match(line)) else line for line in own] == [str(r)] * len(own)
-    assert sglang.MAX_TOKENS_LINE in head.text()
+    assert sglang.MAX_TOKENS_LINE.format(max_running=config.DEFAULT_MAX_RUNNING) in head.text()
     assert "max_total_num_tokens=" not in worker.text()
     assert lines.READY_LINE not in worker.text()
 
@@ -327,7 +327,8 @@ def test_unknown_sglang_flags_are_ignored(spawn: Callable[..., Rank], tmp_path: 
                  "--node-rank", "0", "--dist-init-addr", f"127.0.0.1:{free_port('')}", "--host", "127.0.0.1",
                  "--port", str(port), env={"SPARKTUI_DEMO_BOOT_SECONDS": "0"}, direct=True, cwd=tmp_path)
     rank.wait_for(lines.READY_LINE)
-    assert "DEMO ignoring 25 flag(s)" in rank.text()
+    # less the two it acts on: --max-running-requests, --speculative-algorithm
+    assert "DEMO ignoring 23 flag(s)" in rank.text()
     # the whole dump: fields.json travelled with the package
     assert any("server_args=ServerArgs(" in line and len(line) > 10_000 for line in rank.lines)
     status, models = get_json(port, "/v1/models")

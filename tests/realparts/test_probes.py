@@ -86,6 +86,28 @@ def test_up_and_status_see_health_200_with_the_api_port_closed_to_us(cli: Cli,
     assert [r["health"] for r in status["ranks"]] == [200] * 4
 
 
+def test_engine_metrics_arrive_through_ssh_with_the_api_port_closed_to_us(cli: Cli) -> None:
+    """Issue 29, done-when 3: the head's /metrics scraped from its own node, the port still
+    closed to this machine; smoke requests between the readings move its counters."""
+    before = cli("top", "--once", "--json", "--over", "0.5")
+    assert before.returncode == 0, before.stderr
+    first = json.loads(before.stdout)
+    assert [r["rank"] for r in first["ranks"]] == [0]  # SGLang: the head serves /metrics
+    head = first["ranks"][0]
+    assert head["stale"] is None and head["values"]["running"] == 0, head
+    with ThreadPoolExecutor(1) as pool:  # requests one after another, across top's readings
+        reading = pool.submit(cli, "top", "--once", "--json", "--over", "5")
+        smoke = cli("smoke", "--n", "10")
+        assert smoke.returncode == 0, smoke.stderr
+        top = reading.result()
+    assert top.returncode == 0, top.stderr
+    after = json.loads(top.stdout)["ranks"][0]
+    assert after["stale"] is None, after
+    # the TTFT histogram's p95 holds the two requests; tokens were generated between readings
+    assert after["values"]["ttft_p95"] is not None and after["values"]["ttft_p95"] > 0, after
+    assert after["values"]["prompt_rate"] is not None and after["values"]["prompt_rate"] > 0, after
+
+
 async def _until(what: Callable[[], bool], timeout: float, why: str) -> None:
     end = time.monotonic() + timeout
     while not what():

@@ -1,9 +1,10 @@
 """What sparktui needs to know about an inference engine, behind one interface.
 
 An adapter says which flags the launcher appends per rank, which ranks answer HTTP and on
-which paths, when a rank is ready, the engine's default ready and fatal lines, and which of its
-lines are about the requests it serves (data, not boot evidence). Pure: the
-Orchestrator, the plan and the health prober ask it; nothing here does I/O.
+which paths, which serve the engine's own metrics and which of those are read, when a rank is
+ready, the engine's default ready and fatal lines, and which of its lines are about the
+requests it serves (data, not boot evidence). Pure: the Orchestrator, the plan, the health
+prober and the metrics scraper ask it; nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sparktui.core.engines.dumps import ArgsDump
+from sparktui.core.metrics import MetricsSpec
 
 FATAL_LINES: tuple[str, ...] = (
     "Traceback (most recent call last):",
@@ -112,6 +114,7 @@ class Engine(Protocol):
     process_marks: tuple[str, ...]  # words of its processes' command lines (``core.procs``)
     stack_signal: str | None  # a signal that makes it print every thread's stack and go on
     memory_fraction: MemoryFraction  # the flag giving its share of the GPU's memory (fit check)
+    metrics: MetricsSpec  # its Prometheus page and the series of it the console shows
 
     def rank_flags(self, launch: Launch) -> list[str]:
         """The flags appended to the recipe's ``args`` for this rank."""
@@ -125,6 +128,11 @@ class Engine(Protocol):
 
     def serves_http(self, rank: int, nnodes: int, distributed_backend: str) -> bool:
         """Whether the rank answers HTTP on its port (headless workers do not)."""
+        ...
+
+    def serves_metrics(self, rank: int, nnodes: int, distributed_backend: str) -> bool:
+        """Whether the rank serves ``metrics.path`` (when the engine's ``metrics.flag``, if any,
+        is given): the metrics scraper asks only those."""
         ...
 
     def probes(self, rank: int) -> tuple[Probe, ...]:

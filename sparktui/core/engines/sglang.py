@@ -13,6 +13,7 @@ from sparktui.core.engines.base import (
 )
 from sparktui.core.engines.dumps import ArgsDump
 from sparktui.core.engines.requestlog import UVICORN_ACCESS, RequestLines
+from sparktui.core.metrics import MetricSeries, MetricsSpec
 
 # SGLang's loggers print "[%(asctime)s<prefix>] ": the HTTP server's uvicorn loggers
 # "[2026-12-01 12:00:00] " (set_uvicorn_logging_configs), the other processes a date and time
@@ -25,6 +26,21 @@ _REQUESTS = RequestLines(_PREFIX, (
     r"(?:Receive(?: OpenAI)?|Finish): obj=",
     # --log-requests-format json: one json.dumps per line, the event second.
     r'\{"timestamp": "[^"]*", "event": "request\.',
+))
+
+# SGLang's /metrics (--enable-metrics; prometheus_client in multiprocess mode): its schedulers'
+# gauges (gen_throughput: the tokens/s it logs after its decode batches), the tokenizer manager's
+# token counters and TTFT histogram, labelled model_name (and engine_type, tp_rank, ...).
+METRICS = MetricsSpec(flag="--enable-metrics", series=(
+    MetricSeries("throughput", "sglang:gen_throughput", "gauge"),
+    MetricSeries("running", "sglang:num_running_reqs", "gauge"),
+    MetricSeries("queued", "sglang:num_queue_reqs", "gauge"),
+    MetricSeries("kv_use", "sglang:token_usage", "gauge", scale=100.0, combine="max"),
+    MetricSeries("ttft_p50", "sglang:time_to_first_token_seconds", "p50"),
+    MetricSeries("ttft_p95", "sglang:time_to_first_token_seconds", "p95"),
+    MetricSeries("accept", "sglang:spec_accept_length", "gauge", combine="max"),
+    MetricSeries("cache_hit", "sglang:cache_hit_rate", "gauge", scale=100.0, combine="max"),
+    MetricSeries("prompt_rate", "sglang:prompt_tokens", "rate"),
 ))
 
 
@@ -46,6 +62,7 @@ class SGLang:
     # lets it run on; py-spy in the image is the way (docs/design.md, issue 27)
     stack_signal: str | None = None
     memory_fraction = MemoryFraction(("--mem-fraction-static",), "mem_fraction_static")
+    metrics = METRICS
 
     def rank_flags(self, launch: Launch) -> list[str]:
         return ["--model-path", launch.model, "--nnodes", str(launch.nnodes), "--node-rank",
@@ -58,6 +75,10 @@ class SGLang:
 
     def serves_http(self, rank: int, nnodes: int, distributed_backend: str) -> bool:
         return True
+
+    def serves_metrics(self, rank: int, nnodes: int, distributed_backend: str) -> bool:
+        """Rank 0 only: the workers' small health server has no /metrics."""
+        return rank == 0
 
     def probes(self, rank: int) -> tuple[Probe, ...]:
         if rank == 0:

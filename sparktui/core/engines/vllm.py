@@ -16,6 +16,7 @@ from sparktui.core.engines.base import (
 )
 from sparktui.core.engines.dumps import ArgsDump
 from sparktui.core.engines.requestlog import UVICORN_ACCESS, RequestLines
+from sparktui.core.metrics import MetricSeries, MetricsSpec
 
 # vLLM prefixes each process's output with "(<name> pid=<pid>) " (APIServer, EngineCore_DP0,
 # Worker_TP0, ...); its own loggers then print "<LEVEL> <mm-dd hh:mm:ss> [<file>:<line>] ".
@@ -27,6 +28,20 @@ _REQUESTS = RequestLines(_PREFIX, (
     # output, and the request id, which a client may choose (X-Request-Id).
     _LOGGER + r"(?:Received (?:[\w-]+ )?request |Request .+ details: |Generated response "
               r"|Added request |Aborted request)",
+))
+
+# vLLM's /metrics (always served by the API server; prometheus_client), labelled model_name and
+# engine (the data-parallel engine's index). It has no tokens/s gauge: the generation counter's
+# rate is the throughput.
+METRICS = MetricsSpec(series=(
+    MetricSeries("throughput", "vllm:generation_tokens", "rate"),
+    MetricSeries("running", "vllm:num_requests_running", "gauge"),
+    MetricSeries("queued", "vllm:num_requests_waiting", "gauge"),
+    MetricSeries("kv_use", "vllm:kv_cache_usage_perc", "gauge", scale=100.0, combine="max"),
+    MetricSeries("ttft_p50", "vllm:time_to_first_token_seconds", "p50"),
+    MetricSeries("ttft_p95", "vllm:time_to_first_token_seconds", "p95"),
+    MetricSeries("prompt_rate", "vllm:prompt_tokens", "rate"),
+    MetricSeries("preemptions", "vllm:num_preemptions", "rate"),
 ))
 
 
@@ -58,6 +73,7 @@ class VLLM:
     # --gpu_memory_utilization too: vLLM's parser reads "_" as "-" in a flag's name
     memory_fraction = MemoryFraction(("--gpu-memory-utilization", "--device-memory-utilization"),
                                      "gpu_memory_utilization")
+    metrics = METRICS
 
     def rank_flags(self, launch: Launch) -> list[str]:
         flags = ["--model", launch.model, "--host", launch.bind_host, "--port", str(launch.port),
@@ -74,6 +90,10 @@ class VLLM:
 
     def serves_http(self, rank: int, nnodes: int, distributed_backend: str) -> bool:
         return not _headless(rank, nnodes, distributed_backend)
+
+    def serves_metrics(self, rank: int, nnodes: int, distributed_backend: str) -> bool:
+        """The ranks that serve HTTP: a headless worker opens no port."""
+        return self.serves_http(rank, nnodes, distributed_backend)
 
     def probes(self, rank: int) -> tuple[Probe, ...]:
         if rank == 0:

@@ -27,6 +27,7 @@ from sparktui.backend.events import (
     ChecksChanged,
     ImageSyncProgress,
     LogBatch,
+    MetricsChanged,
     NodeChanged,
     NodeTelemetry,
     Notice,
@@ -59,6 +60,7 @@ from sparktui.ui.screens.events_screen import EventsScreen
 from sparktui.ui.screens.help_screen import HelpScreen
 from sparktui.ui.screens.jobs import Jobs
 from sparktui.ui.screens.plan_screen import PlanScreen
+from sparktui.ui.screens.pulse_screen import PulseScreen
 from sparktui.ui.screens.restart_screen import RestartChoice, RestartScreen
 from sparktui.ui.session import Session
 from sparktui.ui.settings import save_state
@@ -384,6 +386,9 @@ class MainScreen(Screen[None]):
                 self.ranks_table.stalled = event.stall.ranks if event.stall is not None else ()
             case CanaryChanged() as event:
                 self.canary = event.record
+            case MetricsChanged():
+                if isinstance(self.app.screen, PulseScreen):
+                    self.app.screen.repaint()
             case Notice() as event:
                 self._notice(event)
             case StagingProgress() as event:
@@ -622,6 +627,23 @@ class MainScreen(Screen[None]):
         title = f"doctor · {session.slug} on {session.plan.cluster_name}"
         self.app.push_screen(DoctorScreen(title, run, sync if live and session.orch.can_sync_images
                                           else None))
+
+    def action_pulse(self) -> None:
+        session = self.jobs.need_session()
+        if session is None:
+            return
+        scraper = session.orch.metrics
+        if scraper.interval is None:
+            self.notify(f"No pulse: [metrics] is off in {session.slug}", severity="warning",
+                        markup=False)
+            return
+        if not scraper.ranks:
+            self.notify("No pulse: no rank of this engine serves metrics", severity="warning",
+                        markup=False)
+            return
+        nodes = {i.rank: i.node.name for i in session.orch.ranks}
+        self.app.push_screen(PulseScreen(f"pulse · {session.slug} on {session.plan.cluster_name}",
+                                         scraper, nodes))
 
     def action_dump(self) -> None:
         session = self.jobs.need_session()

@@ -1,0 +1,57 @@
+"""One row of the pulse view: a rank (or the group), each of its engine's series as its current
+value, coloured by the series' thresholds, over a sparkline of the last minutes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Sparkline, Static
+
+from sparktui.core.metrics import LABELS, PulseKey, level, shown
+from sparktui.ui.outside import content
+
+
+class PulseRow(Vertical):
+    """``name``: "r0 spark1" or "group" (a node name is outside text: shown as text)."""
+
+    DEFAULT_CSS = """
+    PulseRow { height: auto; margin-bottom: 1; }
+    PulseRow > .pulse-head { height: 1; }
+    PulseRow > Horizontal { height: auto; }
+    PulseRow .pulse-cell { width: 1fr; height: auto; margin-right: 1; }
+    PulseRow .pulse-value { height: 1; }
+    PulseRow .pulse-value.-warn { color: $warning; }
+    PulseRow .pulse-value.-bad { color: $error; text-style: bold; }
+    PulseRow .pulse-value.-ok { color: $success; }
+    PulseRow Sparkline { height: 2; }
+    PulseRow.-stale .pulse-value, PulseRow.-stale Sparkline { opacity: 60%; }
+    """
+
+    def __init__(self, name: str, keys: Sequence[PulseKey], *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.row_name = name
+        self.keys = tuple(keys)
+
+    def compose(self) -> ComposeResult:
+        yield Static(content(self.row_name), classes="pulse-head")
+        with Horizontal():
+            for key in self.keys:
+                with Vertical(classes="pulse-cell"):
+                    yield Static(f"{LABELS[key]} -", classes="pulse-value", id=f"value-{key}")
+                    yield Sparkline([], id=f"spark-{key}")
+
+    def show(self, values: Mapping[PulseKey, float | None],
+             history: Mapping[PulseKey, Sequence[float]], said: str, stale: bool) -> None:
+        """The row's numbers now; ``said``: how old its last scrape is, or why it is stale."""
+        self.set_class(stale, "-stale")
+        self.query_one(".pulse-head", Static).update(content(f"{self.row_name} · {said}"))
+        for key in self.keys:
+            value = values.get(key)
+            cell = self.query_one(f"#value-{key}", Static)
+            cell.update(f"{LABELS[key]} {shown(key, value)}")
+            lvl = level(key, value)
+            for name in ("ok", "warn", "bad"):
+                cell.set_class(lvl == name, f"-{name}")
+            self.query_one(f"#spark-{key}", Sparkline).data = list(history.get(key, ()))
