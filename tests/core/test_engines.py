@@ -159,12 +159,14 @@ def test_plan_knows_who_serves_http() -> None:
 
 @pytest.mark.parametrize(("recipe", "digest"), [
     (SEED, "61176117294e"),
-    (RECIPES / "demo-tp4" / "recipe.toml", "f42c1a82c885"),
+    (RECIPES / "demo-tp4" / "recipe.toml", "05d22feb3404"),  # issue 29: its args gained --enable-metrics
     (None, "74ca928af6aa"),
 ])
 def test_plan_hash_of_a_running_cluster_does_not_change(recipe: Path | None, digest: str) -> None:
     """The hashes since the TP flag reached the engine (issue 24: every rank's command line
-    gained it, so a group launched before shows as a changed plan, which it is)."""
+    gained it, so a group launched before shows as a changed plan, which it is); the demo
+    recipe's since its args gained --enable-metrics (issue 29: the recipe changed, so does its
+    plan)."""
     loaded = load_recipe(recipe) if recipe else load_recipe_text(VLLM_RECIPE)
     assert build_plan(loaded, load_cluster(CLUSTER4)).plan_hash == digest
 
