@@ -46,7 +46,9 @@ def listen_address(text: str) -> tuple[str, int]:
 class StateCollector(Collector):
     """The families of one snapshot (``refresh``), built on the event loop."""
 
-    def __init__(self, orch: Orchestrator) -> None:
+    def __init__(self, orch: Orchestrator | None) -> None:
+        """``orch``: the recipe served (the console changes it as recipes are opened; None:
+        nothing is served)."""
         self.orch = orch
         self._families: list[Metric] = []
 
@@ -56,6 +58,9 @@ class StateCollector(Collector):
     def refresh(self) -> None:
         """A new snapshot of the Orchestrator's state (run on its event loop)."""
         orch = self.orch
+        if orch is None:
+            self._families = []
+            return
         slug = orch.recipe.slug
         now = time.time()
         state = GaugeMetricFamily("sparktui_rank_state", "1 for the rank's current state",
@@ -94,19 +99,19 @@ class StateCollector(Collector):
                                             labels=["recipe"])
                 latency.add_metric([slug], canary.last.latency_ms / 1000)
                 families.append(latency)
-        families += self._engine_families(slug)
+        families += self._engine_families(orch, slug)
         self._families = families
 
-    def _engine_families(self, slug: str) -> list[Metric]:
+    def _engine_families(self, orch: Orchestrator, slug: str) -> list[Metric]:
         """The engine's series of each rank's last good scrape, relabelled by rank and node."""
-        scraper = self.orch.metrics
+        scraper = orch.metrics
         out: dict[str, Metric] = {}
         stale = GaugeMetricFamily("sparktui_engine_metrics_stale",
                                   "1 when the rank's last scrape failed (values are the last good)",
                                   labels=RANK_LABELS)
         kinds = {s.family: s.read for s in scraper.spec.series}
         for rank, pulse in sorted(scraper.pulses.items()):
-            node = self.orch.ranks[rank].node.name
+            node = orch.ranks[rank].node.name
             labels = [slug, str(rank), node]
             stale.add_metric(labels, 0.0 if pulse.stale is None else 1.0)
             scrape = scraper.last.get(rank)

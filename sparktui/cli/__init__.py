@@ -116,6 +116,9 @@ def parser(only: str | None = None) -> argparse.ArgumentParser:
                          "else the local cluster)")
     ap.add_argument("--recipes", type=Path, metavar="DIR", help="recipes folder")
     ap.add_argument("--theme", metavar="NAME", help="console theme (themes/*.toml; the last chosen is kept)")
+    ap.add_argument("--metrics", metavar="[HOST:]PORT",
+                    help="the console serves the open recipe's state and its engines' series for "
+                         "Prometheus on HOST:PORT (127.0.0.1 unless a host is named)")
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     for name, (summary, description, declare) in VERBS.items():
         if only is None or name == only:
@@ -123,7 +126,7 @@ def parser(only: str | None = None) -> argparse.ArgumentParser:
     return ap
 
 
-_VALUED = {"--cluster", "--recipes", "--theme"}  # the options before a verb that take a value
+_VALUED = {"--cluster", "--recipes", "--theme", "--metrics"}  # the options before a verb that take a value
 
 
 def verb_of(words: Sequence[str]) -> str | None:

@@ -41,8 +41,16 @@ def console_app(args: argparse.Namespace) -> SparkApp | int:
         print(f"sparktui: no theme named {theme!r} (sparktui's: {known}; Textual's built-in "
               "themes work too)", file=sys.stderr)
         return 2
+    metrics = None
+    if getattr(args, "metrics", None) is not None:
+        from sparktui.backend.exporter import listen_address
+        try:
+            metrics = listen_address(args.metrics)
+        except ValueError as exc:
+            print(f"sparktui: {exc}", file=sys.stderr)
+            return 2
     options = ConsoleOptions(recipes_dirs(getattr(args, "recipes", None)),
                              getattr(args, "cluster", None), window=settings.window,
                              telemetry_interval=settings.interval, low_memory=settings.low_memory,
-                             health_interval=settings.health_interval)
+                             health_interval=settings.health_interval, metrics=metrics)
     return SparkApp(options, theme=theme, settings=settings, themes=themes)

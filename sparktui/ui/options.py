@@ -27,3 +27,4 @@ class ConsoleOptions:
     cursor_blink: bool = True
     recipe: str | None = None  # the recipe to open first (default: the last one used, else demo)
     remember: bool = True  # read and write the state file (last theme and recipe)
+    metrics: tuple[str, int] | None = None  # serve sparktui's state for Prometheus here

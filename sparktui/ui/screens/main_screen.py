@@ -79,6 +79,7 @@ if TYPE_CHECKING:
     from sparktui.backend.doctor import Finding
     from sparktui.backend.imagesync import SyncReport
     from sparktui.core.runstore import Run
+    from sparktui.ui.export import ConsoleExport
 
 NARROW = 110  # below this many columns: fewer rank columns, no recipe pane, a compact footer
 TINY = 60  # below this: no recipes column either (the palette opens recipes): ranks and logs
@@ -86,6 +87,7 @@ SHORT = 32  # below this many rows (or when narrow) the nodes panel starts hidde
 TOAST_CHARS = 120
 FAILURE_TOAST_DELAY = 0.6
 CANARY_AGE_S = 5.0  # how often the canary's age in the ranks panel's subtitle moves on
+EXPORT_REFRESH_S = 1.0  # how often the state sparktui --metrics serves is rebuilt
 SEVERITY: dict[str, SeverityLevel] = {"info": "information", "warning": "warning", "error": "error"}
 
 
@@ -113,6 +115,7 @@ class MainScreen(Screen[None]):
         self.ready = asyncio.Event()  # the first recipe is open (tests wait on it)
         self._opening = asyncio.Lock()
         self.jobs = Jobs(self)
+        self.export: ConsoleExport | None = None  # sparktui --metrics
 
     # -- layout ---------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -173,7 +176,24 @@ class MainScreen(Screen[None]):
         self.logs.grep_input.cursor_blink = self.options.cursor_blink
         self.update_titles()
         self.set_interval(CANARY_AGE_S, self._canary_aged)
+        self._start_export()
         self.load_recipes()
+
+    def _start_export(self) -> None:
+        """``sparktui --metrics``: the open recipe's state for Prometheus while the console runs."""
+        address = self.options.metrics
+        if address is None or not self.options.live:
+            return
+        from sparktui.ui.export import ConsoleExport  # the Prometheus client: only when asked
+
+        try:
+            self.export = ConsoleExport(*address)
+        except OSError as exc:
+            self.report("error", f"--metrics {address[0]}:{address[1]}: cannot listen there: "
+                                 f"{exc.strerror or exc}")
+            return
+        self.report("info", f"serving the open recipe's state for Prometheus on {self.export.where}")
+        self.set_interval(EXPORT_REFRESH_S, self.export.refresh)
 
     def watch_busy(self) -> None:
         self.update_titles()
@@ -269,6 +289,8 @@ class MainScreen(Screen[None]):
             self.report("error", str(exc))
             session = None
         self.session = session
+        if self.export is not None:
+            self.export.follow(session.orch if session is not None else None)
         self.logs.grep = session.orch if session is not None else None
         self.state.open(session.orch.checks.snapshot() if session is not None else None)
         nodes = [r.node for r in session.plan.ranks] if session is not None else []
@@ -308,6 +330,8 @@ class MainScreen(Screen[None]):
 
     async def close_session(self) -> None:
         session, self.session = self.session, None
+        if self.export is not None:
+            self.export.follow(None)
         if session is not None:
             await session.close()
 
@@ -694,3 +718,5 @@ class MainScreen(Screen[None]):
 
     async def on_unmount(self) -> None:
         await self.close_session()
+        if self.export is not None:
+            await self.export.close()
