@@ -105,7 +105,7 @@ class StateCollector(Collector):
     def _engine_families(self, orch: Orchestrator, slug: str) -> list[Metric]:
         """The engine's series of each rank's last good scrape, relabelled by rank and node."""
         scraper = orch.metrics
-        out: dict[str, Metric] = {}
+        out: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
         stale = GaugeMetricFamily("sparktui_engine_metrics_stale",
                                   "1 when the rank's last scrape failed (values are the last good)",
                                   labels=RANK_LABELS)
@@ -125,14 +125,14 @@ class StateCollector(Collector):
                     else:
                         metric = out.setdefault(family, GaugeMetricFamily(
                             family, f"{family} as the engine reports it", labels=RANK_LABELS))
-                    metric.add_metric(labels, value)  # type: ignore[attr-defined]
+                    metric.add_metric(labels, value)
             for key, quantile in pulse.values().items():
                 if quantile is None or key not in ("ttft_p50", "ttft_p95"):
                     continue
                 name = f"sparktui_engine_{key}_seconds"
                 metric = out.setdefault(name, GaugeMetricFamily(
                     name, f"Time to first token, {key[-3:]} over the last minute", labels=RANK_LABELS))
-                metric.add_metric(labels, quantile)  # type: ignore[attr-defined]
+                metric.add_metric(labels, quantile)
         return [stale, *out.values()]
 
 

@@ -44,8 +44,8 @@ class MetricsScraper:
         self.openers = openers
         self.interval = interval
         plan = board.plan
-        self.spec = engine(plan.engine).metrics
         rules = engine(plan.engine)
+        self.spec = rules.metrics
         self.ranks = [r.rank for r in plan.ranks
                       if r.serves_http and rules.serves_metrics(r.rank, plan.world,
                                                                  plan.distributed_backend)]

@@ -29,8 +29,7 @@ def pulse_table(title: str, scraper: MetricsScraper, nodes: dict[int, str],
     """A row per rank that serves metrics and one for the group: each series the engine has,
     coloured by its thresholds, and how old the last good scrape is (stale: why)."""
     now = time.monotonic() if now is None else now
-    keys = [s.key for s in scraper.spec.series]
-    keys = list(dict.fromkeys(keys))
+    keys = list(dict.fromkeys(s.key for s in scraper.spec.series))  # p50 and p95: one family
     table = _bare_table(title)
     table.add_column("rank")
     for key in keys:
