@@ -18,7 +18,7 @@ from sparktui.cli.ops import _opened, _run, not_yours, out
 from sparktui.cli.render import _bare_table, plain
 from sparktui.core.controls import visible
 from sparktui.core.errors import SparkError
-from sparktui.core.metrics import LABELS, level, shown
+from sparktui.core.metrics import LABELS, PulseKey, level, shown
 from sparktui.core.units import format_duration
 
 LEVEL_STYLE = {"ok": "green", "warn": "yellow", "bad": "red", "none": ""}
@@ -26,35 +26,35 @@ LEVEL_STYLE = {"ok": "green", "warn": "yellow", "bad": "red", "none": ""}
 
 def pulse_table(title: str, scraper: MetricsScraper, nodes: dict[int, str],
                 now: float | None = None) -> Table:
-    """A row per rank that serves metrics and one for the group: each series the engine has,
-    coloured by its thresholds, and how old the last good scrape is (stale: why)."""
+    """A column per rank that serves metrics (and the group's), a row per series the engine
+    has, coloured by its thresholds, and a last row saying how old each reading is (stale:
+    why). Series down, ranks across: one API rank is the usual case, and ten series across
+    would not fit 80 columns."""
     now = time.monotonic() if now is None else now
     keys = list(dict.fromkeys(s.key for s in scraper.spec.series))  # p50 and p95: one family
     table = _bare_table(title)
-    table.add_column("rank")
-    for key in keys:
-        table.add_column(LABELS[key], justify="right")
-    table.add_column("scraped")
+    table.add_column("", no_wrap=True)
+    pulses = [scraper.pulses.get(rank) for rank in scraper.ranks]
+    columns: list[dict[PulseKey, float | None]] = [p.values() if p is not None else {}
+                                                   for p in pulses]
     for rank in scraper.ranks:
-        pulse = scraper.pulses.get(rank)
-        values = pulse.values() if pulse is not None else {}
-        cells = [Text(visible(f"r{rank} {nodes[rank]}"))]
-        for key in keys:
-            value = values.get(key)
-            cells.append(Text(shown(key, value), style=LEVEL_STYLE[level(key, value)]))
-        if pulse is None:
-            age = Text("not yet", style="dim")
-        elif pulse.stale is not None:
-            age = Text(visible(f"stale: {pulse.stale}"), style="yellow")
-        else:
-            age = Text(f"{format_duration(now - (pulse.last_ok or now))} ago")
-        cells.append(age)
-        table.add_row(*cells)
+        table.add_column(Text(visible(f"r{rank} {nodes[rank]}")), justify="right", no_wrap=True)
     if len(scraper.ranks) > 1:
-        group = scraper.group()
-        table.add_row(Text("group", style="bold"),
-                      *(Text(shown(k, group.get(k)), style=LEVEL_STYLE[level(k, group.get(k))])
-                        for k in keys), Text(""))
+        table.add_column(Text("group", style="bold"), justify="right", no_wrap=True)
+        columns.append(scraper.group())
+    for key in keys:
+        table.add_row(LABELS[key], *(Text(shown(key, c.get(key)),
+                                          style=LEVEL_STYLE[level(key, c.get(key))])
+                                     for c in columns))
+    ages = []
+    for pulse in pulses:
+        if pulse is None:
+            ages.append(Text("not yet", style="dim"))
+        elif pulse.stale is not None:
+            ages.append(Text(visible(f"stale: {pulse.stale}"), style="yellow"))
+        else:
+            ages.append(Text(f"{format_duration(now - (pulse.last_ok or now))} ago"))
+    table.add_row("scraped", *ages, *([Text("")] if len(scraper.ranks) > 1 else []))
     return table
 
 
