@@ -50,7 +50,10 @@ class LogFollower:
         return task is not None and not task.done()
 
     def follow(self, info: RankInfo) -> None:
-        """(Re)start following the rank's current container."""
+        """(Re)start following the rank's current container; none once closed (a restart that
+        ends after the console or ``watch`` closed)."""
+        if self.closed:
+            return
         old = self.tasks.get(info.rank)
         if old is not None and not old.done():
             old.cancel()
@@ -252,9 +255,12 @@ class LogFollower:
 
     async def close(self) -> None:
         self.closed = True
-        for task in self.tasks.values():
+        # a copy: a restart under way drains a rank's follower (popped from ``tasks``) while
+        # these are awaited (the console fuzz: "dictionary changed size during iteration")
+        tasks = list(self.tasks.values())
+        for task in tasks:
             task.cancel()
-        for task in self.tasks.values():
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self.tasks.clear()
