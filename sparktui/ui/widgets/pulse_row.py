@@ -33,6 +33,7 @@ class PulseRow(Vertical):
         super().__init__(id=id)
         self.row_name = name
         self.keys = tuple(keys)
+        self._shown: dict[str, object] = {}  # what each part shows now: unchanged, not redone
 
     def compose(self) -> ComposeResult:
         yield Static(content(self.row_name), classes="pulse-head")
@@ -42,16 +43,30 @@ class PulseRow(Vertical):
                     yield Static(f"{LABELS[key]} -", classes="pulse-value", id=f"value-{key}")
                     yield Sparkline([], id=f"spark-{key}")
 
+    def _changed(self, part: str, now: object) -> bool:
+        if self._shown.get(part) == now:
+            return False
+        self._shown[part] = now
+        return True
+
     def show(self, values: Mapping[PulseKey, float | None],
              history: Mapping[PulseKey, Sequence[float]], said: str, stale: bool) -> None:
-        """The row's numbers now; ``said``: how old its last scrape is, or why it is stale."""
-        self.set_class(stale, "-stale")
-        self.query_one(".pulse-head", Static).update(content(f"{self.row_name} · {said}"))
+        """The row's numbers now; ``said``: how old its last scrape is, or why it is stale. Only
+        what changed is updated: the view repaints every second and on every scrape, under a
+        log flood too."""
+        if self._changed("stale", stale):
+            self.set_class(stale, "-stale")
+        head = f"{self.row_name} · {said}"
+        if self._changed("head", head):
+            self.query_one(".pulse-head", Static).update(content(head))
         for key in self.keys:
             value = values.get(key)
-            cell = self.query_one(f"#value-{key}", Static)
-            cell.update(f"{LABELS[key]} {shown(key, value)}")
-            lvl = level(key, value)
-            for name in ("ok", "warn", "bad"):
-                cell.set_class(lvl == name, f"-{name}")
-            self.query_one(f"#spark-{key}", Sparkline).data = list(history.get(key, ()))
+            text, lvl = f"{LABELS[key]} {shown(key, value)}", level(key, value)
+            if self._changed(f"value-{key}", (text, lvl)):
+                cell = self.query_one(f"#value-{key}", Static)
+                cell.update(text)
+                for name in ("ok", "warn", "bad"):
+                    cell.set_class(lvl == name, f"-{name}")
+            data = list(history.get(key, ()))
+            if self._changed(f"spark-{key}", data):
+                self.query_one(f"#spark-{key}", Sparkline).data = data
