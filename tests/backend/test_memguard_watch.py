@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from sparktui.backend.board import Board
@@ -47,6 +48,13 @@ def guarded(tmp: Path, floor: int, stop_at: int | None,
     return watch, board, seen
 
 
+async def until(what: Callable[[], bool], timeout: float, why: str) -> None:
+    end = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < end, f"timed out after {timeout:g} s waiting for {why}"
+        await asyncio.sleep(0.02)
+
+
 def notices(seen: list[Event], has: str) -> list[str]:
     return [e.text for e in seen if isinstance(e, Notice) and has in e.text]
 
@@ -58,19 +66,23 @@ def meminfo(available: int, total: int = 128 * GiB) -> str:
 async def test_every_second_while_booting_then_every_interval_and_a_warning_said_once(
         tmp_path: Path) -> None:
     watch, board, seen = guarded(tmp_path, floor=1 << 50, stop_at=None)  # every node is low
+    started = time.monotonic()
     task = asyncio.create_task(watch.loop())
     try:
-        await asyncio.sleep(2.6)
-        booting = watch.readings
+        # rates from the clock, not fixed sleeps: a loaded machine delays a reading, never
+        # makes one come sooner
+        await until(lambda: watch.readings >= 4 * 2, 20, "two readings of each node")
+        booting, took = watch.readings, time.monotonic() - started
         assert watch.interval == 1.0
-        assert 4 * 2 <= booting <= 4 * 4, booting  # about one a second on each of 4 nodes
+        assert booting <= 4 * (took + 1.5), (booting, took)  # at most one a second a node
         for info in board.ranks:
             board.set_state(info, "ready")
-        await asyncio.sleep(0.7)  # the next look at the states restarts each node's command
-        assert watch.interval == 2.0
-        ready_from = watch.readings
-        await asyncio.sleep(4.1)
-        assert 4 * 2 <= watch.readings - ready_from <= 4 * 3 + 1, watch.readings - ready_from
+        await until(lambda: watch.interval == 2.0, 10, "the ready interval")  # the next look
+        ready_from, ready_at = watch.readings, time.monotonic()  # at the states restarts each
+        await until(lambda: watch.readings - ready_from >= 4 * 2, 30, "two ready readings a node")
+        got, took = watch.readings - ready_from, time.monotonic() - ready_at
+        assert took >= 1.5, took  # the second reading of each node came an interval later
+        assert got <= 4 * (took / 2.0 + 1.5), (got, took)  # at most one every 2 s a node
     finally:
         watch.closed = True
         task.cancel()
