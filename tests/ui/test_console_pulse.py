@@ -92,7 +92,12 @@ async def test_the_pulse_follows_the_load_and_goes_stale_when_the_head_dies(
         assert p95 is not None and p95 > 0
         assert on_screen("ttft_p95").endswith(shown("ttft_p95", p95))
         spark = screen.query_one("#pulse-r0 #spark-throughput", Sparkline)
-        assert list(spark.data or []) == history[-len(spark.data or []):]
+
+        def drawn() -> bool:  # the sparkline shows the pulse's history (repainted each second)
+            now = scraper.pulses[0].history("throughput")
+            return bool(spark.data) and list(spark.data or []) == now[-len(spark.data or []):]
+
+        await wait_for(pilot, drawn, 5, "the sparkline drawn from the history")
         await pilot.press("z")  # the sparklines' span: the last 24 readings
         await wait_for(pilot, lambda: len(spark.data or []) == min(24, len(
             scraper.pulses[0].history("throughput"))), 5, "the shorter span")
