@@ -59,6 +59,20 @@ class MetricsSpec:
     flag: str | None = None  # the engine flag without which it serves no /metrics
 
 
+def load_series(*, throughput: MetricSeries, running: str, queued: str, kv_use: str,
+                ttft: str) -> tuple[MetricSeries, ...]:
+    """The series every engine's pulse shows first, from its families' names: the same keys,
+    reads and combining for each engine, so the pulse and ``top`` never miss one."""
+    return (
+        throughput,
+        MetricSeries("running", running, "gauge"),
+        MetricSeries("queued", queued, "gauge"),
+        MetricSeries("kv_use", kv_use, "gauge", scale=100.0, combine="max"),
+        MetricSeries("ttft_p50", ttft, "p50"),
+        MetricSeries("ttft_p95", ttft, "p95"),
+    )
+
+
 @dataclass(frozen=True)
 class Scrape:
     """One good answer of a rank's metrics page, reduced to the spec's families."""

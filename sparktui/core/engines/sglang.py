@@ -13,7 +13,7 @@ from sparktui.core.engines.base import (
 )
 from sparktui.core.engines.dumps import ArgsDump
 from sparktui.core.engines.requestlog import UVICORN_ACCESS, RequestLines
-from sparktui.core.metrics import MetricSeries, MetricsSpec
+from sparktui.core.metrics import MetricSeries, MetricsSpec, load_series
 
 # SGLang's loggers print "[%(asctime)s<prefix>] ": the HTTP server's uvicorn loggers
 # "[2026-12-01 12:00:00] " (set_uvicorn_logging_configs), the other processes a date and time
@@ -32,12 +32,9 @@ _REQUESTS = RequestLines(_PREFIX, (
 # gauges (gen_throughput: the tokens/s it logs after its decode batches), the tokenizer manager's
 # token counters and TTFT histogram, labelled model_name (and engine_type, tp_rank, ...).
 METRICS = MetricsSpec(flag="--enable-metrics", series=(
-    MetricSeries("throughput", "sglang:gen_throughput", "gauge"),
-    MetricSeries("running", "sglang:num_running_reqs", "gauge"),
-    MetricSeries("queued", "sglang:num_queue_reqs", "gauge"),
-    MetricSeries("kv_use", "sglang:token_usage", "gauge", scale=100.0, combine="max"),
-    MetricSeries("ttft_p50", "sglang:time_to_first_token_seconds", "p50"),
-    MetricSeries("ttft_p95", "sglang:time_to_first_token_seconds", "p95"),
+    *load_series(throughput=MetricSeries("throughput", "sglang:gen_throughput", "gauge"),
+                 running="sglang:num_running_reqs", queued="sglang:num_queue_reqs",
+                 kv_use="sglang:token_usage", ttft="sglang:time_to_first_token_seconds"),
     MetricSeries("accept", "sglang:spec_accept_length", "gauge", combine="max"),
     MetricSeries("cache_hit", "sglang:cache_hit_rate", "gauge", scale=100.0, combine="max"),
     MetricSeries("prompt_rate", "sglang:prompt_tokens", "rate"),

@@ -16,7 +16,7 @@ from sparktui.core.engines.base import (
 )
 from sparktui.core.engines.dumps import ArgsDump
 from sparktui.core.engines.requestlog import UVICORN_ACCESS, RequestLines
-from sparktui.core.metrics import MetricSeries, MetricsSpec
+from sparktui.core.metrics import MetricSeries, MetricsSpec, load_series
 
 # vLLM prefixes each process's output with "(<name> pid=<pid>) " (APIServer, EngineCore_DP0,
 # Worker_TP0, ...); its own loggers then print "<LEVEL> <mm-dd hh:mm:ss> [<file>:<line>] ".
@@ -34,12 +34,9 @@ _REQUESTS = RequestLines(_PREFIX, (
 # engine (the data-parallel engine's index). It has no tokens/s gauge: the generation counter's
 # rate is the throughput.
 METRICS = MetricsSpec(series=(
-    MetricSeries("throughput", "vllm:generation_tokens", "rate"),
-    MetricSeries("running", "vllm:num_requests_running", "gauge"),
-    MetricSeries("queued", "vllm:num_requests_waiting", "gauge"),
-    MetricSeries("kv_use", "vllm:kv_cache_usage_perc", "gauge", scale=100.0, combine="max"),
-    MetricSeries("ttft_p50", "vllm:time_to_first_token_seconds", "p50"),
-    MetricSeries("ttft_p95", "vllm:time_to_first_token_seconds", "p95"),
+    *load_series(throughput=MetricSeries("throughput", "vllm:generation_tokens", "rate"),
+                 running="vllm:num_requests_running", queued="vllm:num_requests_waiting",
+                 kv_use="vllm:kv_cache_usage_perc", ttft="vllm:time_to_first_token_seconds"),
     MetricSeries("prompt_rate", "vllm:prompt_tokens", "rate"),
     MetricSeries("preemptions", "vllm:num_preemptions", "rate"),
 ))
