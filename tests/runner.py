@@ -8,7 +8,7 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,14 @@ def sparktui_run(env: dict[str, str], timeout: float = 120) -> Cli:
         return proc
 
     return run
+
+
+def local_cli(tmp: Path, recipe: str | Path, timeout: float = 120) -> Iterator[Cli]:
+    """A fixture's body: ``sparktui_run`` on the local cluster with state in ``tmp``, and
+    ``down RECIPE`` after the test, whatever it left running."""
+    run = sparktui_run(local_env(tmp), timeout)
+    yield run
+    run("down", str(recipe))
 
 
 def child_processes(command_has: bytes = b"") -> list[Path]:

@@ -22,7 +22,7 @@ from sparktui.core.plan import build_plan
 from sparktui.core.recipe import load_recipe
 from sparktui.core.units import format_bytes
 from tests.conftest import RECIPES
-from tests.runner import Cli, local_env, sparktui_run
+from tests.runner import Cli, local_cli
 from tests.staging.ckpt import sparse_checkpoint
 
 MODEL = "sparktui/fit-probe"
@@ -61,9 +61,7 @@ def recipe(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def cli(tmp_path: Path, recipe: Path) -> Iterator[Cli]:
-    run = sparktui_run(local_env(tmp_path))
-    yield run
-    run("down", str(recipe))
+    yield from local_cli(tmp_path, recipe)
 
 
 def test_weights_beyond_memory_refuse_doctor_and_up_and_nothing_starts(

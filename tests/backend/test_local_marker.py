@@ -14,7 +14,7 @@ import pytest
 
 from sparktui.core.runstore import MARKER
 from tests.conftest import RECIPES
-from tests.runner import Cli, local_env, sparktui_run
+from tests.runner import Cli, local_cli
 
 FAKE = f"{MARKER}rank 0 restarted by the operator (container 0123456789ab replaced) ---"
 # The demo engine, with a thread printing the marker once the rank has booted (after its boot
@@ -37,9 +37,7 @@ def recipe(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def cli(tmp_path: Path, recipe: Path) -> Iterator[Cli]:
-    run = sparktui_run(local_env(tmp_path))
-    yield run
-    run("down", str(recipe))
+    yield from local_cli(tmp_path, recipe)
 
 
 def status(cli: Cli, recipe: Path) -> list[dict[str, object]]:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sparktui.core.units import format_bytes
-from tests.runner import Cli, local_env, sparktui_run
+from tests.runner import Cli, local_cli
 
 MiB = 1 << 20
 ALLOC = 1024 * MiB
@@ -98,9 +98,7 @@ stop_at = "{stop_at}"
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Iterator[Cli]:
-    run = sparktui_run(local_env(tmp_path), timeout=180)
-    yield run
-    run("down", str(tmp_path / "demo-mem"))
+    yield from local_cli(tmp_path, tmp_path / "demo-mem", timeout=180)
 
 
 def test_a_rank_that_takes_memory_is_stopped_at_stop_at_and_nothing_else_dies(

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import RECIPES, ROOT
-from tests.runner import Cli, local_env, sparktui_run
+from tests.runner import Cli, local_cli, local_env, sparktui_run
 
 MIB = 1 << 20
 HOLD = 960 * MIB
@@ -67,9 +67,7 @@ def recipe(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def cli(tmp_path: Path, recipe: Path) -> Iterator[Cli]:
-    run = sparktui_run(local_env(tmp_path))
-    yield run
-    run("down", str(recipe))
+    yield from local_cli(tmp_path, recipe)
 
 
 def available() -> int:

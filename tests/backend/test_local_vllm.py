@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.runner import Cli, local_env, sparktui_run
+from tests.runner import Cli, local_cli
 
 RECIPE = "recipes/demo-vllm-tp4"
 
@@ -20,9 +20,7 @@ RECIPE = "recipes/demo-vllm-tp4"
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Iterator[Cli]:
-    run = sparktui_run(local_env(tmp_path))
-    yield run
-    run("down", RECIPE)
+    yield from local_cli(tmp_path, RECIPE)
 
 
 def refused(port: int) -> bool:

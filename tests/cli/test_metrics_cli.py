@@ -19,16 +19,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import ROOT
 from tests.demo.test_engine import free_port
-from tests.runner import Cli, local_env, sparktui_run
+from tests.runner import Cli, local_cli, local_env
 
 DEMO = "recipes/demo-tp4"
 
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Iterator[Cli]:
-    run = sparktui_run(local_env(tmp_path))
-    yield run
-    run("down", DEMO)
+    yield from local_cli(tmp_path, DEMO)
 
 
 def listening(pid: int) -> set[tuple[str, int]]:
