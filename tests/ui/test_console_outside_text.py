@@ -29,6 +29,7 @@ from textual.widgets._toast import Toast
 from sparktui.backend.doctor import Finding
 from sparktui.backend.events import LogBatch, NodeTelemetry, Notice, RankChanged, StagingProgress
 from sparktui.config import recipes_dirs, state_dir
+from sparktui.core.metrics import MetricsUnreadable, Pulse, parse_exposition
 from sparktui.core.ranks import RankSnapshot
 from sparktui.core.telemetry import DiskSample, NodeSample
 from sparktui.ui.app import SparkApp
@@ -37,6 +38,7 @@ from sparktui.ui.options import ConsoleOptions
 from sparktui.ui.screens.doctor_screen import DoctorScreen
 from sparktui.ui.screens.events_screen import EventsScreen
 from sparktui.ui.screens.plan_screen import PlanScreen
+from sparktui.ui.screens.pulse_screen import PulseScreen
 from sparktui.ui.themes import LoadedThemes, load_themes
 from sparktui.ui.widgets.recipe_list import RecipeList
 from sparktui.ui.widgets.recipe_pane import RecipePane
@@ -236,6 +238,19 @@ async def test_every_listed_place_shows_outside_text_as_text(tmp_path: Path, nam
 
         async def findings() -> list[Finding]:
             return [Finding(nodes[0], "disk", "failed", f"df said: {marker}")]
+        scraper = main.session.orch.metrics  # a page whose label quotes the marker
+        spec = scraper.spec
+        with pytest.raises(MetricsUnreadable) as unreadable:
+            parse_exposition(f'{spec.series[1].family}{{model_name="{marker}"}} x\n', 1.0, spec)
+        scraper.ranks, scraper.pulses[0] = [0], Pulse(spec)
+        scraper.pulses[0].fail(f"GET {spec.path}: {unreadable.value}", 1.0)
+        app.push_screen(PulseScreen(f"pulse · {SLUG}", scraper, {0: nodes[0]}))
+        await wait_for(pilot, lambda: isinstance(app.screen, PulseScreen), 5, "the pulse")
+        await pilot.pause()
+        walk.check("pulse-screen", [app.screen.query_one("#pulse-r0")])
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is main, 5, "the main screen")
+
         app.push_screen(DoctorScreen(f"doctor · {SLUG}", findings))
         await wait_for(pilot, lambda: isinstance(app.screen, DoctorScreen)
                        and app.screen.findings is not None, 5, "the doctor")
