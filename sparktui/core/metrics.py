@@ -401,7 +401,7 @@ def shown(key: PulseKey, value: float | None) -> str:
 
 
 LABELS: dict[PulseKey, str] = {
-    "throughput": "gen tok/s",
+    "throughput": "gen",
     "running": "running",
     "queued": "queued",
     "kv_use": "KV use",
@@ -409,7 +409,7 @@ LABELS: dict[PulseKey, str] = {
     "ttft_p95": "TTFT p95",
     "accept": "accept len",
     "cache_hit": "cache hit",
-    "prompt_rate": "prompt tok/s",
-    "preemptions": "preempt/s",
+    "prompt_rate": "prompt",
+    "preemptions": "preempt",
 }
-"""The console's name of each key."""
+"""The console's name of each key; the unit is the value's ("gen 1.2k tok/s")."""

@@ -415,7 +415,7 @@ def test_shown_values() -> None:
     assert shown("accept", 2.314) == "2.31"
     assert shown("running", None) == "-"
     assert set(LABELS) == set(PULSE_KEYS)
-    assert LABELS["throughput"] == "gen tok/s" and LABELS["kv_use"] == "KV use"
+    assert LABELS["throughput"] == "gen" and LABELS["kv_use"] == "KV use"
 
 
 # -- the adapters -------------------------------------------------------------------------------

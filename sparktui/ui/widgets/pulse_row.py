@@ -5,12 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from textual import events
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Grid, Vertical
 from textual.widgets import Sparkline, Static
 
 from sparktui.core.metrics import LABELS, PulseKey, level, shown
 from sparktui.ui.outside import content
+
+CELL_WIDTH = 16
+"""Columns a series needs ("prompt 12k tok/s", "TTFT p95 12.3 s", its sparkline beneath): a
+narrow terminal puts fewer series on a line and wraps the rest, rather than cutting every value
+off."""
 
 
 class PulseRow(Vertical):
@@ -19,8 +25,8 @@ class PulseRow(Vertical):
     DEFAULT_CSS = """
     PulseRow { height: auto; margin-bottom: 1; }
     PulseRow > .pulse-head { height: 1; }
-    PulseRow > Horizontal { height: auto; }
-    PulseRow .pulse-cell { width: 1fr; height: auto; margin-right: 1; }
+    PulseRow > Grid { height: auto; grid-rows: auto; grid-gutter: 0 1; }
+    PulseRow .pulse-cell { height: auto; }
     PulseRow .pulse-value { height: 1; }
     PulseRow .pulse-value.-warn { color: $warning; }
     PulseRow .pulse-value.-bad { color: $error; text-style: bold; }
@@ -37,11 +43,15 @@ class PulseRow(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(content(self.row_name), classes="pulse-head")
-        with Horizontal():
+        with Grid():
             for key in self.keys:
                 with Vertical(classes="pulse-cell"):
                     yield Static(f"{LABELS[key]} -", classes="pulse-value", id=f"value-{key}")
                     yield Sparkline([], id=f"spark-{key}")
+
+    def on_resize(self, event: events.Resize) -> None:
+        columns = max(1, min(len(self.keys), (event.size.width + 1) // (CELL_WIDTH + 1)))
+        self.query_one(Grid).styles.grid_size_columns = columns
 
     def _changed(self, part: str, now: object) -> bool:
         if self._shown.get(part) == now:
@@ -68,5 +78,7 @@ class PulseRow(Vertical):
                 for name in ("ok", "warn", "bad"):
                     cell.set_class(lvl == name, f"-{name}")
             data = list(history.get(key, ()))
+            if len(data) == 1:  # Textual draws a lone reading as a full bar: a flat line instead
+                data *= 2
             if self._changed(f"spark-{key}", data):
                 self.query_one(f"#spark-{key}", Sparkline).data = data
