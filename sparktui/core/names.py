@@ -12,7 +12,14 @@ from pathlib import Path
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 """Letters, digits, ``.``, ``_`` and ``-``; first a letter or digit; at most 128 characters.
 Docker's own container-name rule, bounded: no ``/``, and never ``.``, ``..`` or ``~``."""
-NAME_RULE = "letters, digits, '.', '_' and '-', starting with a letter or digit, at most 128"
+
+
+def name_rule(most: int = 128) -> str:
+    """The rule in words, with the length of the kind of name (a recipe's is shorter)."""
+    return f"letters, digits, '.', '_' and '-', starting with a letter or digit, at most {most}"
+
+
+NAME_RULE = name_rule()
 
 
 class UnsafeName(ValueError):

@@ -28,7 +28,7 @@ from sparktui.core.engines.argv import is_option, table_for
 from sparktui.core.engines.flagtable import ENGINE_LABELS, UNDERSCORE_ENGINES, versions
 from sparktui.core.errors import RecipeError
 from sparktui.core.limits import MAX_NODES, MAX_TP
-from sparktui.core.names import NAME_RULE, is_safe
+from sparktui.core.names import is_safe, name_rule
 from sparktui.core.patterns import compile_pattern
 from sparktui.core.placeholders import PLACEHOLDERS, names_in, walk_strings
 from sparktui.core.problems import Problem
@@ -442,8 +442,7 @@ def recipe_from_source(source: TomlSource, slug: str | None = None) -> Recipe:
     if not is_safe(slug) or len(slug) > MAX_SLUG:
         problems.insert(0, Problem(
             f"the recipe's name {slug[:80]!r} (its folder, or its file name) names its containers "
-            f"and run folders: rename it to {NAME_RULE} characters"
-            + (f" (at most {MAX_SLUG} here)" if len(slug) > MAX_SLUG else ""),
+            f"and run folders: rename it to {name_rule(MAX_SLUG)} characters",
             code="name", file=source.display))
     if problems:
         raise RecipeError(redact_problems(problems, source.data))
