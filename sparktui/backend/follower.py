@@ -20,8 +20,10 @@ from sparktui.backend.together import together
 from sparktui.core import timing
 from sparktui.core.checks import BootChecks, Check
 from sparktui.core.errors import sentence
+from sparktui.core.linear import Regex
 from sparktui.core.ranks import LAST_LINES, Cause, RankInfo
-from sparktui.core.runstore import Run, last_restarts, ts_epoch
+from sparktui.core.replay import deciding_lines, last_lines
+from sparktui.core.runstore import RankLog, Run, last_restarts, restart_line, ts_epoch
 from sparktui.core.stall import last_progress, progress
 
 RECONNECT_FIRST_S = 0.5
@@ -29,6 +31,21 @@ RECONNECT_MAX_S = 5.0
 POLL_S = 0.2  # a stream that ended while the container still runs is reopened after this
 CHECK_ADDED = "check-added"  # the run's event for a check the operator added
 TAIL_CHARS = 300  # of each of the last lines quoted in the detail of a rank that exited
+
+
+def _since_restart(log: RankLog, restart: dict[str, object] | None, patterns: list[Regex],
+                   recent: int = LAST_LINES) -> tuple[list[tuple[int, str]], list[str]]:
+    """What the rank's file holds since its last restart for its checks: the lines one of
+    ``patterns`` matches (searched in blocks, ``core.replay``: the only lines that can change a
+    check), and the texts of its last ``recent`` lines. A run from before a restart event said
+    its marker's line is read whole, as it always was."""
+    if restart is not None and restart_line(restart) is None:
+        batch = log.since_restart(restart)
+        return ([(no, text) for no, text in batch if any(p.search(text) for p in patterns)],
+                [text for _, text in batch[-recent:]] if recent else [])
+    after = (restart_line(restart) or 0) if restart is not None else 0
+    return (deciding_lines(log.path, after, patterns),
+            last_lines(log.path, after, recent) if recent else [])
 
 
 class LogFollower:
@@ -162,13 +179,14 @@ class LogFollower:
         restarts = last_restarts(events)
         for info in board.ranks:
             restart = restarts.get(info.rank)
-            batch = await asyncio.to_thread(run.log(info.rank).since_restart, restart)
             if restart is not None:
                 checks.reset(info.rank)
-            info.last_lines.extend(text for _, text in batch[-LAST_LINES:])
+            batch, recent = await asyncio.to_thread(_since_restart, run.log(info.rank), restart,
+                                                    checks.open_patterns(info.rank))
+            info.last_lines.extend(recent)
             last = (await asyncio.to_thread(run.log(info.rank).last,
                                             lambda text: progress(text, checks.request_line))
-                    if batch else None)
+                    if recent else None)
             if last is not None and info.last_line_at is None:
                 info.last_line_at, info.last_line = ts_epoch(last[0]), last[1]
             checks.feed(info.rank, batch)
@@ -189,8 +207,8 @@ class LogFollower:
             run.event(CHECK_ADDED, pattern=pattern, ranks=ranks)  # a reattach adds it again
             restarts = last_restarts(await asyncio.to_thread(run.events))
             for info in board.ranks:
-                lines = await asyncio.to_thread(run.log(info.rank).since_restart,
-                                                restarts.get(info.rank))
+                lines, _ = await asyncio.to_thread(_since_restart, run.log(info.rank),
+                                                   restarts.get(info.rank), [check.regex], 0)
                 if board.checks is not checks:
                     break  # a new run started meanwhile; its checks start over
                 checks.feed(info.rank, lines, only=check)

@@ -151,6 +151,17 @@ class BootChecks:
                 self.status[(check.id, r)] = CheckStatus()
         return check
 
+    def open_patterns(self, rank: int) -> list[Regex]:
+        """The regexes of the rank's checks a line could still change: only a line one of them
+        matches can (``feed``), so a long log is searched for these alone (``core.replay``)."""
+        out = []
+        for check in self.checks:
+            st = self.status.get((check.id, rank))
+            if st is not None and (self._args_open(st) if check.kind == "args"
+                                   else st.state != _decided(check)):
+                out.append(check.regex)
+        return out
+
     def feed(self, rank: int, lines: Iterable[tuple[int, str]],
              only: Check | None = None) -> list[CheckUpdate]:
         """Evaluate ``(line_no, text)`` lines of ``rank``; returns the checks whose state changed."""
