@@ -31,6 +31,17 @@ def demo_recipe(folder: Path, slug: str, edits: list[tuple[str, str]], who: str)
     return folder
 
 
+def world_edits(world: int) -> list[tuple[str, str]]:
+    """The ``demo_recipe`` edits that make the demo recipe a group of ``world`` ranks (a node
+    each): its node count, TP size and the rendezvous line its checks wait for."""
+    return [
+        ("\nrequired_nodes = 4\n", f"\nrequired_nodes = {world}\n"),
+        ("\ntensor_parallel_size = 4\n", f"\ntensor_parallel_size = {world}\n"),
+        ('\nTP_SIZE = "4"\n', f'\nTP_SIZE = "{world}"\n'),
+        ("world=4 rank=...", f"world={world} rank=..."),
+    ]
+
+
 def port_free(port: int) -> bool:
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

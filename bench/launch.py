@@ -15,13 +15,17 @@ measured against: ``python -c pass`` (a process start), one OpenSSH login to a n
 node true``), and one container create+start on a node's engine straight from this machine.
 
 Targets (medians): every container running <= 1.0 s; ready reported <= 0.2 s after the last
-rank's ready line. The same runs then go to the test cluster's Slurm (its cluster file: one
+rank's ready line. ``--nodes 4,8,16`` runs the same on a test cluster of each size (rebuilt for
+it, a rank a node: the demo recipe with that TP size) and prints, per size, all running, ready
+and every phase, then what grows with the node count (each phase's slope in ms a node, from the
+smallest size to the largest) and the largest size's time against the smallest's (issue 30: 16
+nodes within 1.5x the 4-node time). The same runs then go to the test cluster's Slurm (its cluster file: one
 allocation, a step per rank through the login node): every rank running <= 1.5 s, printed beside
 the SSH runtime's figure. ``--compare`` alternates with ``--launch-order workers-first`` runs (the old
 default) and prints the ratio. Run under the shared lock (``flock /tmp/sparktui-realparts.lock``); the
 numbers move with whatever else shares the machine, so it prints the load too.
 
-    python bench/launch.py [--runs 5] [--compare] [--marks]
+    python bench/launch.py [--runs 5] [--nodes 4[,8,16]] [--compare] [--marks]
 """
 
 from __future__ import annotations
@@ -43,21 +47,22 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # sparktui_testbed sits at the repository root, outside the wheel
 
 import sparktui_testbed  # noqa: E402
+from bench.demo_run import demo_recipe, world_edits  # noqa: E402
 
-WORLD = 4
 RUNNING_TARGET_S = 1.0
 SLURM_RUNNING_TARGET_S = 1.5
 READY_AFTER_LINE_TARGET_S = 0.2
 READY_LINES = ("The server is fired up and ready to roll!", "Worker ready; serving /health")
+GROWTH_TARGET = 1.5  # the largest size's all-running time over the smallest's
 
 
-def instant_recipe(folder: Path) -> Path:
-    text = (ROOT / "recipes" / "demo-tp4" / "recipe.toml").read_text()
-    text = text.replace('"--demo-boot-seconds", "2"', '"--demo-boot-seconds", "0"')
-    (folder / "bench-instant").mkdir(exist_ok=True)
-    path = folder / "bench-instant" / "recipe.toml"
-    path.write_text(text)
-    return path.parent
+def instant_recipe(folder: Path, world: int) -> Path:
+    """The demo recipe, ready at once, as a group of ``world`` ranks."""
+    slug = "bench-instant"
+    demo_recipe(folder / f"n{world}", slug,
+                [('"--demo-boot-seconds", "2"', '"--demo-boot-seconds", "0"'), *world_edits(world)],
+                "launch")
+    return folder / f"n{world}" / slug
 
 
 def epoch(ts: str) -> float:
@@ -86,7 +91,7 @@ class Launch:
 
 
 def one_run(recipe: Path, cluster: str, env: dict[str, str], timing: Path,
-            order: str = "parallel") -> Launch:
+            order: str = "parallel", world: int = 4) -> Launch:
     timing.unlink(missing_ok=True)
     wall_minus_mono = time.time() - time.monotonic()
     t0 = time.monotonic()
@@ -104,7 +109,7 @@ def one_run(recipe: Path, cluster: str, env: dict[str, str], timing: Path,
         said.append(line)
         if ": booting" in line and line.startswith("rank "):
             booting.add(line.split(":")[0])
-            if len(booting) == WORLD:
+            if len(booting) == world:
                 res.running = now
         if line.startswith("ready:"):
             res.ready = now
@@ -120,13 +125,13 @@ def one_run(recipe: Path, cluster: str, env: dict[str, str], timing: Path,
         res.marks.append((float(stamp) - t0, what))
     if run_dir is not None:  # the ready lines as each node's engine stamped them (wall clock)
         stamps = []
-        for rank in range(WORLD):
+        for rank in range(world):
             for text in (run_dir / f"r{rank}.log").read_text().splitlines():
                 ts, _, body = text.partition("\t")
                 if any(r in body for r in READY_LINES):
                     stamps.append(epoch(ts) - wall_minus_mono - t0)
                     break
-        if len(stamps) == WORLD:
+        if len(stamps) == world:
             res.last_ready_line = max(stamps)
     return res
 
@@ -200,56 +205,69 @@ def phase(run: Launch, start: str, end: str) -> float:
     return at(run, end) - at(run, start)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--marks", action="store_true", help="print every run's timing log")
-    ap.add_argument("--compare", action="store_true",
-                    help="alternate with runs of --launch-order workers-first (the old default)")
-    args = ap.parse_args()
-    print(f"machine: {machine()}", flush=True)
-    tb = sparktui_testbed.up(WORLD)
+@dataclass
+class Size:
+    """The runs on a test cluster of one size."""
+
+    nodes: int
+    runs: list[Launch] = field(default_factory=list)
+    serial: list[Launch] = field(default_factory=list)
+    on_slurm: list[Launch] = field(default_factory=list)
+
+    def phases(self) -> dict[str, float]:
+        """Each phase's median over the runs (a phase no run marked is left out)."""
+        out = {}
+        for label, start, end in PHASES:
+            values = [v for v in (phase(r, start, end) for r in self.runs) if v == v]
+            if values:
+                out[label] = statistics.median(values)
+        return out
+
+
+def med(values: list[float]) -> str:
+    return f"median {statistics.median(values):.2f} s (min {min(values):.2f}, max {max(values):.2f})"
+
+
+def measure(world: int, args: argparse.Namespace, tmp: Path, env: dict[str, str]) -> Size:
+    tb = sparktui_testbed.up(world)
     cluster = str(tb.cluster_file)
-    on_slurm: list[Launch] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "XDG_STATE_HOME": f"{tmp}/state", "XDG_CONFIG_HOME": f"{tmp}/config"}
-        recipe = instant_recipe(Path(tmp))
-        timing = Path(tmp) / "timing.log"
-        one_run(recipe, cluster, env, timing)  # warm-up: page cache, first container start
-        runs, serial = [], []
+    recipe = instant_recipe(tmp, world)
+    timing = tmp / "timing.log"
+    size = Size(world)
+    one_run(recipe, cluster, env, timing, world=world)  # warm-up: page cache, first container start
+    for i in range(args.runs):
+        for order, into in (("parallel", size.runs), ("workers-first", size.serial)):
+            if order != "parallel" and not args.compare:
+                continue
+            into.append(one_run(recipe, cluster, env, timing, order, world))
+            r = into[-1]
+            print(f"  {world} nodes, run {i + 1} ({order}): all running {r.running:.2f} s, ready "
+                  f"reported {r.ready:.2f} s, {r.ready_after_line:.3f} s after the last rank's "
+                  "ready line", flush=True)
+            if args.marks:
+                for t, what in r.marks:
+                    print(f"      {t:7.3f}  {what}")
+    if tb.slurm is not None:  # the same recipe, one allocation and a step per rank
+        slurm_cluster = tb.slurm.cluster_file
+        one_run(recipe, slurm_cluster, env, timing, world=world)  # warm-up
         for i in range(args.runs):
-            for order, into in (("parallel", runs), ("workers-first", serial)):
-                if order != "parallel" and not args.compare:
-                    continue
-                into.append(one_run(recipe, cluster, env, timing, order))
-                r = into[-1]
-                print(f"  run {i + 1} ({order}): all running {r.running:.2f} s, ready reported "
-                      f"{r.ready:.2f} s, {r.ready_after_line:.3f} s after the last rank's ready line",
-                      flush=True)
-                if args.marks:
-                    for t, what in r.marks:
-                        print(f"      {t:7.3f}  {what}")
-        if tb.slurm is not None:  # the same recipe, one allocation and a step per rank
-            slurm_cluster = tb.slurm.cluster_file
-            one_run(recipe, slurm_cluster, env, timing)  # warm-up
-            for i in range(args.runs):
-                on_slurm.append(one_run(recipe, slurm_cluster, env, timing))
-                r = on_slurm[-1]
-                print(f"  run {i + 1} (Slurm): all running {r.running:.2f} s, ready reported "
-                      f"{r.ready:.2f} s", flush=True)
-                if args.marks:
-                    for t, what in r.marks:
-                        print(f"      {t:7.3f}  {what}")
-        base = floor(cluster)
+            size.on_slurm.append(one_run(recipe, slurm_cluster, env, timing, world=world))
+            r = size.on_slurm[-1]
+            print(f"  {world} nodes, run {i + 1} (Slurm): all running {r.running:.2f} s, ready "
+                  f"reported {r.ready:.2f} s", flush=True)
+            if args.marks:
+                for t, what in r.marks:
+                    print(f"      {t:7.3f}  {what}")
+    return size
 
-    def med(values: list[float]) -> str:
-        return f"median {statistics.median(values):.2f} s (min {min(values):.2f}, max {max(values):.2f})"
 
+def report(size: Size) -> None:
+    runs, world = size.runs, size.nodes
     running = [r.running for r in runs]
     ready = [r.ready for r in runs]
     after = [r.ready_after_line for r in runs]
     m_running, m_after = statistics.median(running), statistics.median(after)
-    print(f"\nsparktui up --wait on the {WORLD}-node test cluster, {args.runs} runs (after one warm-up)")
+    print(f"\nsparktui up --wait on the {world}-node test cluster, {len(runs)} runs (after one warm-up)")
     print(f"  all containers running: {med(running)}  target <= {RUNNING_TARGET_S:g} s: "
           f"{'met' if m_running <= RUNNING_TARGET_S else 'MISSED'}")
     print(f"  ready reported:         {med(ready)}")
@@ -257,29 +275,76 @@ def main() -> None:
           f"{min(after) * 1e3:.0f}, max {max(after) * 1e3:.0f})  target <= "
           f"{READY_AFTER_LINE_TARGET_S * 1e3:.0f} ms: "
           f"{'met' if m_after <= READY_AFTER_LINE_TARGET_S else 'MISSED'}")
-    if serial:
-        m_serial = statistics.median([r.running for r in serial])
+    if size.serial:
+        m_serial = statistics.median([r.running for r in size.serial])
         print(f"  the same run, --launch-order workers-first (the head after its workers): all running "
-              f"{med([r.running for r in serial])}; all at once is {m_serial / m_running:.2f}x faster")
-    if on_slurm:
-        m_slurm = statistics.median([r.running for r in on_slurm])
+              f"{med([r.running for r in size.serial])}; all at once is {m_serial / m_running:.2f}x faster")
+    if size.on_slurm:
+        m_slurm = statistics.median([r.running for r in size.on_slurm])
         print(f"  on the Slurm runtime (salloc, a step per rank): all ranks running "
-              f"{med([r.running for r in on_slurm])}  target <= {SLURM_RUNNING_TARGET_S:g} s: "
+              f"{med([r.running for r in size.on_slurm])}  target <= {SLURM_RUNNING_TARGET_S:g} s: "
               f"{'met' if m_slurm <= SLURM_RUNNING_TARGET_S else 'MISSED'}; "
               f"{m_slurm / m_running:.2f}x the SSH runtime's {m_running:.2f} s")
-        print(f"                          ready reported: {med([r.ready for r in on_slurm])}")
+        print(f"                          ready reported: {med([r.ready for r in size.on_slurm])}")
     print("  where the time goes (medians; phases overlap where they run at once):")
-    for label, start, end in PHASES:
-        values = [phase(r, start, end) for r in runs]
-        values = [v for v in values if v == v]  # a phase a run did not mark
-        if values:
-            print(f"    {label:<54} {statistics.median(values) * 1e3:6.0f} ms")
+    for label, seconds in size.phases().items():
+        print(f"    {label:<54} {seconds * 1e3:6.0f} ms")
     each = [r.first(rf"^rank {k}: booting") - r.first(rf"^rank {k}: create$")
-            for r in runs for k in range(WORLD)]
+            for r in runs for k in range(world)]
     each = [v for v in each if v == v]
     if each:
         print(f"    {'(one container create+start, each rank; median)':<54} "
               f"{statistics.median(each) * 1e3:6.0f} ms")
+
+
+def growth(sizes: list[Size]) -> None:
+    """What grows with the node count: each figure's slope from the smallest size to the
+    largest, and the largest's all-running time over the smallest's."""
+    small, large = sizes[0], sizes[-1]
+    span = large.nodes - small.nodes
+    print(f"\nfrom {small.nodes} to {large.nodes} nodes (ms a node, from the medians):")
+
+    def row(label: str, a: float, b: float) -> None:
+        print(f"    {label:<54} {a * 1e3:6.0f} -> {b * 1e3:6.0f} ms  {(b - a) / span * 1e3:+6.1f} ms a node")
+
+    row("all containers running", statistics.median(r.running for r in small.runs),
+        statistics.median(r.running for r in large.runs))
+    row("ready reported", statistics.median(r.ready for r in small.runs),
+        statistics.median(r.ready for r in large.runs))
+    a, b = small.phases(), large.phases()
+    for label in a:
+        if label in b:
+            row(label, a[label], b[label])
+    if small.on_slurm and large.on_slurm:
+        row("on Slurm: all ranks running", statistics.median(r.running for r in small.on_slurm),
+            statistics.median(r.running for r in large.on_slurm))
+    ratio = (statistics.median(r.running for r in large.runs)
+             / statistics.median(r.running for r in small.runs))
+    print(f"  all running at {large.nodes} nodes is {ratio:.2f}x the {small.nodes}-node time  target "
+          f"<= {GROWTH_TARGET:g}x: {'met' if ratio <= GROWTH_TARGET else 'MISSED'}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--nodes", default="4", metavar="N[,N...]",
+                    help="test cluster sizes, a rank a node (default 4), e.g. 4,8,16")
+    ap.add_argument("--marks", action="store_true", help="print every run's timing log")
+    ap.add_argument("--compare", action="store_true",
+                    help="alternate with runs of --launch-order workers-first (the old default)")
+    args = ap.parse_args()
+    worlds = sorted({int(n) for n in args.nodes.split(",")})
+    print(f"machine: {machine()}", flush=True)
+    sizes: list[Size] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "XDG_STATE_HOME": f"{tmp}/state", "XDG_CONFIG_HOME": f"{tmp}/config"}
+        for world in worlds:
+            sizes.append(measure(world, args, Path(tmp), env))
+        base = floor(str(sparktui_testbed.up(worlds[-1]).cluster_file))
+    for size in sizes:
+        report(size)
+    if len(sizes) > 1:
+        growth(sizes)
     print("  the floor, measured now:")
     for label, seconds in base.items():
         print(f"    {label:<54} {seconds * 1e3:6.0f} ms")

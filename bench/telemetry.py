@@ -1,12 +1,14 @@
-"""CPU cost of node telemetry in the sparktui process: 8 nodes sampled every 2 s over SSH.
+"""CPU cost of node telemetry in the sparktui process: N nodes (8 by default) sampled every 2 s
+over SSH.
 
-The real 4-node test cluster (sparktui_testbed; root) serves 8 sampled nodes: each test node
-appears twice in the cluster file, so there are 8 SSH connections and 8 commands every 2 s.
-Prints the sparktui process's CPU time over the window as a percentage of one core
-(target: under 2 %). `--local` samples 8 local nodes instead (a subprocess each time; child
-CPU is counted too).
+The real 4-node test cluster (sparktui_testbed; root) serves the N sampled nodes: each test
+node appears N/4 times in the cluster file, so there are N SSH connections and N commands every
+2 s. Prints the sparktui process's CPU time over the window as a percentage of one core
+(target: under 2 %) and per node (issue 30: flat as the cluster grows; ``--nodes 8,32`` measures
+each size in turn and prints the ratio of the per-node costs). `--local` samples N local nodes
+instead (a subprocess each time; child CPU is counted too).
 
-    python bench/telemetry.py [--seconds 30] [--local]
+    python bench/telemetry.py [--seconds 30] [--local] [--nodes 8[,32]]
 """
 
 from __future__ import annotations
@@ -31,11 +33,11 @@ from sparktui.core.plan import build_plan  # noqa: E402
 from sparktui.core.recipe import load_recipe  # noqa: E402
 
 
-def testbed_cluster_text() -> str:
+def testbed_cluster_text(count: int) -> str:
     tb = sparktui_testbed.up(4)
     head = Path(tb.cluster_file).read_text().split("[[nodes]]")[0]
-    nodes = "".join(f'[[nodes]]\nname = "n{i}"\nhost = "{n.ip}"\n'
-                    for i, n in enumerate([*tb.nodes, *tb.nodes]))
+    nodes = "".join(f'[[nodes]]\nname = "n{i}"\nhost = "{tb.nodes[i % len(tb.nodes)].ip}"\n'
+                    for i in range(count))
     return head + nodes
 
 
@@ -61,10 +63,12 @@ def cpu() -> tuple[float, float]:
     return mine, total
 
 
-async def measure(local: bool, seconds: float) -> None:
+async def measure(local: bool, seconds: float, count: int) -> float:
+    """The sparktui process's CPU per node, as a percentage of one core."""
     recipe = load_recipe(ROOT / "recipes" / "demo-tp4" / "recipe.toml")
-    cluster = local_cluster(8) if local else load_cluster_text(testbed_cluster_text())
-    recipe_spec = recipe.spec.model_copy(update={"required_nodes": 8, "tensor_parallel_size": 8})
+    cluster = local_cluster(count) if local else load_cluster_text(testbed_cluster_text(count))
+    recipe_spec = recipe.spec.model_copy(update={"required_nodes": count,
+                                                 "tensor_parallel_size": count})
     recipe8 = type(recipe)(spec=recipe_spec, source=recipe.source, slug=recipe.slug)
     samples = 0
 
@@ -86,21 +90,30 @@ async def measure(local: bool, seconds: float) -> None:
         await orch.close()
     span, n = t1 - t0, max(1, s1 - s0)
     own, nodes = c1[0] - c0[0], c1[1] - c0[1]
-    where = "8 local nodes" if local else "8 nodes over SSH (4 test nodes, 2 connections each)"
+    where = (f"{count} local nodes" if local else
+             f"{count} nodes over SSH (4 test nodes, {count / 4:g} connections each)")
     print(f"telemetry, {where}, every 2 s, {span:.0f} s window: {s1 - s0} samples")
-    print(f"  sparktui process: {100 * own / span:.2f} % of one core ({1000 * own / n:.2f} ms per sample)"
-          "   target < 2 %")
+    print(f"  sparktui process: {100 * own / span:.2f} % of one core ({1000 * own / n:.2f} ms per sample,"
+          f" {100 * own / span / count:.3f} % per node)   target < 2 %: "
+          f"{'met' if 100 * own / span < 2 else 'MISSED'}")
     print(f"  sampling commands on the nodes: {100 * nodes / span:.2f} % of one core in all "
-          f"({100 * nodes / span / 8:.2f} % per node)")
+          f"({100 * nodes / span / count:.2f} % per node)")
     print(f"  both together: {100 * (own + nodes) / span:.2f} % of one core")
+    return 100 * own / span / count
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--local", action="store_true")
+    ap.add_argument("--nodes", default="8", metavar="N[,N...]",
+                    help="sampled nodes (default 8); several sizes: each in turn, then the ratio")
     args = ap.parse_args()
-    asyncio.run(measure(args.local, args.seconds))
+    counts = [int(n) for n in args.nodes.split(",")]
+    per_node = [asyncio.run(measure(args.local, args.seconds, n)) for n in counts]
+    if len(counts) > 1:
+        print(f"per node at {counts[-1]} nodes: {per_node[-1] / per_node[0]:.2f}x the cost at "
+              f"{counts[0]} ({per_node[0]:.3f} -> {per_node[-1]:.3f} % of one core a node)")
 
 
 if __name__ == "__main__":

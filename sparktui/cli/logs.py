@@ -48,6 +48,9 @@ def logs_attached(args: argparse.Namespace, search: BlockSearch, cutoff: bytes |
 
     from sparktui.backend.events import LogBatch
     from sparktui.cli.ops import _opened, _run, not_yours  # connects: the backend
+    from sparktui.core.timing import mark
+
+    mark("cli: logs (interpreter, imports, arguments done; the backend imported)")
 
     line_filter = search.line_filter
 
@@ -66,6 +69,7 @@ def logs_attached(args: argparse.Namespace, search: BlockSearch, cutoff: bytes |
                                  "start one with sparktui up")
             print_run(run, search, rank=args.rank, cutoff=cutoff, timestamps=args.timestamps,
                       raw=args.raw)
+            mark("logs: printed")
             if not args.follow:
                 return 0
 

@@ -236,11 +236,15 @@ async def _opened(args: argparse.Namespace, on_event: Callable[[Event], None] | 
         orch.subscribe(warnings)
     try:
         if attach:
+            mark("cli: plan loaded")
             unreachable = await orch.connect()
             for reason in unreachable.values():
                 err.print(plain(("warning", "yellow"), f": {reason}"))
+            mark("attach: connected")
             await orch.attach(follow=False, adopt=getattr(args, "adopt", False))
+            mark("attach: containers found")
             await orch.catch_up()
+            mark("attach: caught up")
         warnings.active = False
         yield orch
     finally:
@@ -248,13 +252,18 @@ async def _opened(args: argparse.Namespace, on_event: Callable[[Event], None] | 
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    mark("cli: status (interpreter, imports, arguments done)")
+
     async def go() -> int:
         async with _opened(args, attach=True) as orch:
             await orch.refresh_health()  # without a live follower: ready from health and the log
+            mark("status: health")
             await orch.refresh_engines()
+            mark("status: engines")
             rows = orch.status()
             stall = orch.stall()
             nodes = await orch.sample_nodes()
+            mark("status: nodes sampled")
             allocation = await orch.allocation()
             canary = orch.canary_state()
             if args.json:
