@@ -256,6 +256,7 @@ class Orchestrator:
         self._adopted = self.adoptions.adopted_by(self.owner)
         states = await asyncio.gather(*(self._find(info) for info in self.ranks),
                                       return_exceptions=True)
+        mark("attach: containers listed")
         run_ids: set[str] = set()
         found = False
         self.held = []
@@ -322,7 +323,9 @@ class Orchestrator:
         self._restore_counts(events)
         restore_causes(self.ranks, events)  # a rank the memory guard stopped says so
         self._restore_wait(events)
+        mark("attach: events read")
         await self.follower.replay_checks(run)
+        mark("attach: checks replayed")
         await self.verdict.judge_attached(events)
         self.board.boot_started = time.monotonic()
         for info in self.ranks:

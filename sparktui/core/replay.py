@@ -32,6 +32,21 @@ def deciding_lines(path: Path, after: int, patterns: Sequence[Regex]) -> list[tu
     return [(no, text) for _ts, _rank, no, text in found.lines if no > after]
 
 
-def last_lines(path: Path, after: int, count: int) -> list[str]:
-    """The texts of the file's last ``count`` lines after line ``after``."""
+def last_lines(path: Path, after: int, count: int, window: int = 1 << 20) -> list[str]:
+    """The texts of the file's last ``count`` lines after line ``after``: read from the file's
+    end when every line counts (no restart), else numbered from its start (``tail``)."""
+    if after == 0 and count > 0:
+        try:
+            with path.open("rb") as f:
+                size = f.seek(0, 2)
+                f.seek(max(0, size - window))
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # as ``RankLog.read``
+        rows = data.split(b"\n")
+        if rows and rows[-1] == b"":
+            rows.pop()
+        if size <= window or len(rows) > count:  # the first row may be cut: never one of these
+            return [row.partition(b"\t")[2].decode("utf-8", "replace") for row in rows[-count:]]
     return [text for _ts, _rank, no, text in tail(path, 0, count) if no > after]

@@ -65,11 +65,26 @@ class RankLog:
         self.count = count  # lines in the file; -1 until counted
 
     def _ensure_count(self) -> None:
+        """The file's lines counted as a binary read of them counts (a last line without its
+        newline is one), a megabyte at a time at memory speed: a line at a time took 0.1 s a
+        million lines, for each rank of every command that attaches."""
         if self.count < 0:
             self.count = 0
             if self.path.exists():
-                with self.path.open("rb") as f:
-                    self.count = sum(1 for _ in f)
+                count, last = 0, b"\n"
+                with self.path.open("rb", buffering=0) as f:
+                    while chunk := f.read(1 << 20):
+                        count += chunk.count(b"\n")
+                        last = chunk[-1:]
+                self.count = count + (last != b"\n")
+
+    def known(self, lines: int, size: int) -> bool:
+        """Take ``lines`` as the count when the file is ``size`` bytes (a saved cursor says
+        both): nothing is read. False when the size differs."""
+        if self.size != size:
+            return False
+        self.count = lines
+        return True
 
     def append(self, lines: list[tuple[str, str]]) -> list[tuple[int, str, str]]:
         """Append and return ``(line_no, ts, text)`` for each line."""
@@ -328,8 +343,9 @@ class Run:
         if saved.get("container_id") != container_id:
             return None
         lines, size = saved.get("lines"), saved.get("bytes")
-        if isinstance(lines, int):
-            cut = self.log(rank).truncate(lines, size if isinstance(size, int) else None)
+        log = self.log(rank)
+        if isinstance(lines, int) and not (isinstance(size, int) and log.known(lines, size)):
+            cut = log.truncate(lines, size if isinstance(size, int) else None)
             if cut:
                 self.event("log-rewound", rank=rank, lines=cut)
         cursor = saved.get("cursor")

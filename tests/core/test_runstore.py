@@ -110,6 +110,31 @@ def test_resume_cuts_the_file_back_to_the_saved_cursor(tmp_path: Path) -> None:
     assert again.log(0).lines == 4
 
 
+def test_a_file_is_counted_as_a_binary_read_of_its_lines(tmp_path: Path) -> None:
+    path = tmp_path / "r0.log"
+    for data in (b"", b"a\n", b"a\nb", b"a\r\nb\n\n", b"x\n" * 700_000 + b"tail"):
+        path.write_bytes(data)
+        with path.open("rb") as f:
+            assert runstore.RankLog(path).lines == sum(1 for _ in f), data[:20]
+
+
+def test_a_resume_whose_cursor_says_the_size_reads_nothing(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cursor's line count and byte size match the file: taken as they are (the file is
+    never read or cut); a file of another size is cut back as before."""
+    store = RunStore(tmp_path)
+    run = store.create("demo")
+    run.log(0).append(lines(1, 5))
+    run.set_cursor(0, "c0", "500", save=True)
+    again = store.open(run.id)
+    assert again is not None
+    real = runstore.RankLog._ensure_count
+    monkeypatch.setattr(runstore.RankLog, "_ensure_count",
+                        lambda self: real(self) if self.count >= 0 else pytest.fail("counted"))
+    assert again.resume(0, "c0") == "500" and again.log(0).lines == 5
+    assert not [e for e in again.events() if e["kind"] == "log-rewound"]
+
+
 def test_a_cursor_without_a_byte_size_cuts_back_by_lines(tmp_path: Path) -> None:
     run = RunStore(tmp_path).create("demo")
     run.log(0).append(lines(1, 6))
