@@ -72,14 +72,14 @@ async def measure(local: bool, seconds: float, count: int) -> float:
     recipe8 = type(recipe)(spec=recipe_spec, source=recipe.source, slug=recipe.slug)
     samples = 0
 
-    def count(event: Event) -> None:
+    def counted(event: Event) -> None:
         nonlocal samples
         if isinstance(event, NodeTelemetry) and event.status == "ok":
             samples += 1
 
     with tempfile.TemporaryDirectory() as tmp:
         orch = Orchestrator(recipe8, cluster, build_plan(recipe8, cluster), state_root=Path(tmp),
-                            on_event=count)
+                            on_event=counted)
         await orch.connect()
         sampler = orch.telemetry(interval=2.0)
         sampler.start()

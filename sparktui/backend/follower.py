@@ -187,8 +187,8 @@ class LogFollower:
             last = log.last(lambda text: progress(text, checks.request_line)) if recent else None
             return batch, recent, last
 
-        # every rank's file at once (RE2 and the page cache: a second core helps), then fed in
-        # rank order on the loop
+        # every rank's file at once, in threads (4 x 36 MB: 320 ms one after another, 230-250 ms
+        # at once here), then fed in rank order on the loop
         found = await together(*(asyncio.to_thread(read, info) for info in board.ranks))
         for info, (batch, recent, last) in zip(board.ranks, found, strict=True):
             info.last_lines.extend(recent)
