@@ -18,6 +18,7 @@ from collections.abc import AsyncGenerator, Callable, Coroutine
 from pathlib import Path
 from typing import Any, Literal
 
+from sparktui.backend import threads
 from sparktui.backend.board import Board
 from sparktui.backend.boot import BootWatch
 from sparktui.backend.canary import Canary
@@ -214,6 +215,8 @@ class Orchestrator:
         """Connect to every node at once; returns the nodes that failed, with the reason. Each
         node's container engine client is opened as soon as its connection is, while the other
         nodes still connect."""
+        threads.enough_for(len(self.nodes))  # every node's blocking calls at once
+
         async def one(node: Node) -> tuple[str, str | None]:
             mark(f"ssh {node.name}: connecting")
             try:
