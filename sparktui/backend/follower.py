@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from sparktui.backend.board import Board, ended_boots
 from sparktui.backend.events import ChecksChanged, LogBatch, NodeChanged
@@ -34,7 +35,8 @@ TAIL_CHARS = 300  # of each of the last lines quoted in the detail of a rank tha
 
 
 def _since_restart(log: RankLog, restart: dict[str, object] | None, patterns: list[Regex],
-                   recent: int = LAST_LINES) -> tuple[list[tuple[int, str]], list[str]]:
+                   recent: int = LAST_LINES, end: tuple[bytes, int] | None = None,
+                   ) -> tuple[list[tuple[int, str]], list[str]]:
     """What the rank's file holds since its last restart for its checks: the lines one of
     ``patterns`` matches (searched in blocks, ``core.replay``: the only lines that can change a
     check), and the texts of its last ``recent`` lines. A run from before a restart event said
@@ -45,7 +47,7 @@ def _since_restart(log: RankLog, restart: dict[str, object] | None, patterns: li
                 [text for _, text in batch[-recent:]] if recent else [])
     after = (restart_line(restart) or 0) if restart is not None else 0
     return (deciding_lines(log.path, after, patterns),
-            last_lines(log.path, after, recent) if recent else [])
+            last_lines(log.path, after, recent, end) if recent else [])
 
 
 class LogFollower:
@@ -160,7 +162,7 @@ class LogFollower:
             if any(u.check.kind == "ready" and u.state == "passed" for u in updates):
                 board.ready_line()
 
-    async def replay_checks(self, run: Run) -> None:
+    async def replay_checks(self, run: Run, events: list[dict[str, Any]] | None = None) -> None:
         """Evaluate the checks over what the run's files already hold (since each rank's last
         restart), with the checks the operator added, then end the boots that had ended: those
         the run's events record (every rank ready, a rank failed or timed out) and those whose
@@ -170,7 +172,8 @@ class LogFollower:
         board = self.board
         checks = board.checks
         gone = {i.rank for i in board.ranks if i.has_container and i.state in ("failed", "stopped")}
-        events = await asyncio.to_thread(run.events)
+        if events is None:  # the caller's, when it has read them (attach)
+            events = await asyncio.to_thread(run.events)
         added = {(c.pattern, str(c.ranks)) for c in checks.checks if c.added}
         for ev in events:
             if ev.get("kind") == CHECK_ADDED and (ev.get("pattern"), str(ev.get("ranks"))) not in added:
@@ -182,9 +185,11 @@ class LogFollower:
 
         def read(info: RankInfo) -> tuple[list[tuple[int, str]], list[str], tuple[str, str] | None]:
             log = run.log(info.rank)
+            end = log.end()  # its last megabyte, read once for its last lines and its progress
             batch, recent = _since_restart(log, restarts.get(info.rank),
-                                           checks.open_patterns(info.rank))
-            last = log.last(lambda text: progress(text, checks.request_line)) if recent else None
+                                           checks.open_patterns(info.rank), end=end)
+            last = (log.last(lambda text: progress(text, checks.request_line), end=end)
+                    if recent else None)
             return batch, recent, last
 
         # every rank's file at once, in threads (4 x 36 MB: 320 ms one after another, 230-250 ms

@@ -327,7 +327,7 @@ class Orchestrator:
         restore_causes(self.ranks, events)  # a rank the memory guard stopped says so
         self._restore_wait(events)
         mark("attach: events read")
-        await self.follower.replay_checks(run)
+        await self.follower.replay_checks(run, events)
         mark("attach: checks replayed")
         await self.verdict.judge_attached(events)
         self.board.boot_started = time.monotonic()

@@ -151,27 +151,22 @@ class BootChecks:
                 self.status[(check.id, r)] = CheckStatus()
         return check
 
+    def _open(self, check: Check, rank: int) -> bool:
+        """A line of the rank could still change the check."""
+        st = self.status.get((check.id, rank))
+        if st is not None and check.kind == "args":
+            return self._args_open(st)
+        return st is not None and st.state != _decided(check)
+
     def open_patterns(self, rank: int) -> list[Regex]:
         """The regexes of the rank's checks a line could still change: only a line one of them
         matches can (``feed``), so a long log is searched for these alone (``core.replay``)."""
-        out = []
-        for check in self.checks:
-            st = self.status.get((check.id, rank))
-            if st is not None and (self._args_open(st) if check.kind == "args"
-                                   else st.state != _decided(check)):
-                out.append(check.regex)
-        return out
+        return [check.regex for check in self.checks if self._open(check, rank)]
 
     def feed(self, rank: int, lines: Iterable[tuple[int, str]],
              only: Check | None = None) -> list[CheckUpdate]:
         """Evaluate ``(line_no, text)`` lines of ``rank``; returns the checks whose state changed."""
-        def open_(c: Check) -> bool:
-            st = self.status.get((c.id, rank))
-            if st is not None and c.kind == "args":
-                return self._args_open(st)
-            return st is not None and st.state != _decided(c)
-
-        watching = [c for c in ([only] if only else self.checks) if open_(c)]
+        watching = [c for c in ([only] if only else self.checks) if self._open(c, rank)]
         if not watching:
             return []
         lines = list(lines)

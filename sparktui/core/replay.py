@@ -18,6 +18,7 @@ from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.linear import Regex
 from sparktui.core.linefilter import LineFilter
 from sparktui.core.rungrep import RunScan, tail
+from sparktui.core.runstore import RankLog
 
 
 def deciding_lines(path: Path, after: int, patterns: Sequence[Regex]) -> list[tuple[int, str]]:
@@ -32,21 +33,18 @@ def deciding_lines(path: Path, after: int, patterns: Sequence[Regex]) -> list[tu
     return [(no, text) for _ts, _rank, no, text in found.lines if no > after]
 
 
-def last_lines(path: Path, after: int, count: int, window: int = 1 << 20) -> list[str]:
-    """The texts of the file's last ``count`` lines after line ``after``: read from the file's
-    end when every line counts (no restart), else numbered from its start (``tail``)."""
+def last_lines(path: Path, after: int, count: int,
+               end: tuple[bytes, int] | None = None) -> list[str]:
+    """The texts of the file's last ``count`` lines after line ``after``: from the file's end
+    (``end``: its last bytes and its size, ``RankLog.end``) when every line counts (no
+    restart), else numbered from its start (``tail``)."""
     if after == 0 and count > 0:
-        try:
-            with path.open("rb") as f:
-                size = f.seek(0, 2)
-                f.seek(max(0, size - window))
-                data = f.read()
-        except FileNotFoundError:
+        raw, size = end if end is not None else RankLog(path).end()
+        if not size:
             return []
-        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # as ``RankLog.read``
-        rows = data.split(b"\n")
+        rows = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")  # as ``read``
         if rows and rows[-1] == b"":
             rows.pop()
-        if size <= window or len(rows) > count:  # the first row may be cut: never one of these
+        if size <= len(raw) or len(rows) > count:  # the first row may be cut: never one of these
             return [row.partition(b"\t")[2].decode("utf-8", "replace") for row in rows[-count:]]
     return [text for _ts, _rank, no, text in tail(path, 0, count) if no > after]

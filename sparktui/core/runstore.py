@@ -133,20 +133,27 @@ class RankLog:
                 ts, _, text = raw.rstrip("\n").partition("\t")
                 yield no, ts, text
 
-    def last(self, keep: Callable[[str], bool] = lambda text: True,
-             window: int = 1 << 20) -> tuple[str, str] | None:
-        """``(ts, text)`` of the file's last line that ``keep`` keeps, read from its end (a log
-        of hours is not read whole for it); None when none is in its last ``window`` bytes."""
+    def end(self, window: int = 1 << 20) -> tuple[bytes, int]:
+        """The file's last ``window`` bytes and its size (``b"", 0`` when there is none): what
+        ``last`` and ``core.replay.last_lines`` read, once for both."""
         try:
             with self.path.open("rb") as f:
-                f.seek(0, 2)
-                size = f.tell()
+                size = f.seek(0, 2)
                 f.seek(max(0, size - window))
-                tail = f.read().decode("utf-8", "replace")
+                return f.read(), size
         except FileNotFoundError:
+            return b"", 0
+
+    def last(self, keep: Callable[[str], bool] = lambda text: True,
+             window: int = 1 << 20, end: tuple[bytes, int] | None = None) -> tuple[str, str] | None:
+        """``(ts, text)`` of the file's last line that ``keep`` keeps, read from its end (a log
+        of hours is not read whole for it); None when none is in its last ``window`` bytes.
+        ``end``: those bytes already read (``end()``)."""
+        data, size = end if end is not None else self.end(window)
+        if not size:
             return None
-        lines = tail.split("\n")
-        if size > window:
+        lines = data.decode("utf-8", "replace").split("\n")
+        if size > len(data):
             lines = lines[1:]  # the first may be the end of a longer line
         for raw in reversed(lines):
             ts, tab, text = raw.partition("\t")
