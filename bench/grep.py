@@ -26,7 +26,7 @@ format (``<ts>\\t<text>``, docker's trimmed nanosecond stamps), in a temporary s
 Targets (issue 13): ``logs --grep`` <= 2x grep; console first screen <= 0.3 s, full count <= 2x
 grep, keypress p95 < 50 ms while the scan runs. Exit status 1 when one is missed.
 
-    python bench/grep.py [--lines 250000] [--repeat 5] [--pattern '#running-req: 6[0-4],']
+    python bench/grep.py [--lines 250000] [--repeat 5] [--pattern '#running-req: 6[0-4],'] [--ranks 4]
                          [--no-console] [--port 30500] [--size 160x50] [--checkout]
 
 ``GREP_BENCH_DEBUG=1`` prints each console round (first screen, scan result, full count).
@@ -321,12 +321,13 @@ def cpu_model() -> str:
     return platform.processor() or "?"
 
 
-def report(cli: CliResult, console: ConsoleResult | None, size: int, lines: int, pattern: str) -> bool:
+def report(cli: CliResult, console: ConsoleResult | None, size: int, lines: int, pattern: str,
+           ranks: int = WORLD) -> bool:
     ok = True
     ours, theirs = statistics.median(cli.sparktui), statistics.median(cli.grep)
     ratio = ours / theirs
     ok &= ratio <= 2.0 and cli.same
-    print(f"\ngrep bench: {WORLD} ranks x {lines:,} lines ({WORLD * lines:,} lines, {size / 1e6:.0f} MB), "
+    print(f"\ngrep bench: {ranks} ranks x {lines:,} lines ({ranks * lines:,} lines, {size / 1e6:.0f} MB), "
           f"pattern {pattern!r}; {os.cpu_count()} CPUs ({cpu_model()}), Python {platform.python_version()}")
     print(f"  sparktui logs --grep (new process): median {ours:.3f} s "
           f"(min {min(cli.sparktui):.3f}, max {max(cli.sparktui):.3f})")
@@ -361,6 +362,9 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5, help="timed runs of each (default 5; medians)")
     ap.add_argument("--pattern", default=PATTERNS[0],
                     help=f"the command line's pattern (default {PATTERNS[0]!r})")
+    ap.add_argument("--ranks", type=int, default=WORLD,
+                    help=f"ranks in the ended run the command line greps (default {WORLD}; "
+                         f"another count implies --no-console: the console's recipe has {WORLD})")
     ap.add_argument("--no-console", action="store_true", help="the command line only")
     ap.add_argument("--port", type=int, default=30500, help="the demo recipe's port, rank r on port + r")
     ap.add_argument("--size", default="160x50", help="the console's terminal, COLUMNSxROWS")
@@ -368,6 +372,8 @@ def main() -> int:
                     help="time this checkout's sparktui (an editable install) instead of the "
                          "wheel built from it, as a user has it")
     args = ap.parse_args()
+    if args.ranks != WORLD:
+        args.no_console = True
     if shutil.which("grep") is None:
         print("grep bench: needs grep", file=sys.stderr)
         return 2
@@ -388,7 +394,7 @@ def main() -> int:
     try:
         t0 = time.perf_counter()
         start = time.time() - 30 * 86400  # a month ago: older than anything the demo writes
-        history = [rank_lines(rank, args.lines, start) for rank in range(WORLD)]
+        history = [rank_lines(rank, args.lines, start) for rank in range(args.ranks)]
         ended = tmp / "state" / "sparktui" / "runs" / f"{SLUG}-20000101-000000"  # sorts first
         ended.mkdir(parents=True)
         files = []
@@ -399,7 +405,7 @@ def main() -> int:
             json.dumps({"ts": stamp(start), "kind": "up"}) + "\n"
             + json.dumps({"ts": stamp(start + 86400), "kind": "down", "kept": []}) + "\n")
         size = sum(map(len, history))
-        print(f"grep bench: {WORLD * args.lines:,} lines ({size / 1e6:.0f} MB) generated in "
+        print(f"grep bench: {args.ranks * args.lines:,} lines ({size / 1e6:.0f} MB) generated in "
               f"{time.perf_counter() - t0:.1f} s", flush=True)
         python = sys.executable
         if args.checkout:
@@ -420,7 +426,7 @@ def main() -> int:
                 down(recipes, str(tmp))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return 0 if report(cli, console, size, args.lines, args.pattern) else 1
+    return 0 if report(cli, console, size, args.lines, args.pattern, args.ranks) else 1
 
 
 if __name__ == "__main__":

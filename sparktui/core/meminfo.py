@@ -19,12 +19,15 @@ from sparktui.core.telemetry import parse_meminfo
 MEM_END = "---sparktui-mem---"
 NO_PSI = "no-psi"
 
-MEMORY_SCRIPT = (
-    "while IFS= read -r l; do case $l in MemTotal:*) echo \"$l\";; "
-    "MemAvailable:*) echo \"$l\"; break;; esac; done < /proc/meminfo; "
-    "if [ -r /proc/pressure/memory ]; then while IFS= read -r l; do echo \"psi $l\"; done "
-    "< /proc/pressure/memory; else echo " + NO_PSI + "; fi"
+MEMORY_BODY = (
+    "n='\n'; o=; while IFS= read -r l; do case $l in MemTotal:*) o=${o}$l$n;; "
+    "MemAvailable:*) o=${o}$l$n; break;; esac; done < /proc/meminfo; "
+    "if [ -r /proc/pressure/memory ]; then while IFS= read -r l; do o=\"${o}psi $l$n\"; done "
+    "< /proc/pressure/memory; else o=${o}" + NO_PSI + "$n; fi"
 )
+"""The reading gathered in ``$o``, written at once (``MEMORY_SCRIPT``, the loop): a write per
+line was an SSH packet each."""
+MEMORY_SCRIPT = MEMORY_BODY + "; printf %s \"$o\""
 
 _PSI = re.compile(r"^psi (some|full) avg10=([0-9.]+) avg60=([0-9.]+)")
 
@@ -52,7 +55,7 @@ def memory_loop_argv(interval: float) -> list[str]:
     """The same reading every ``interval`` seconds from one long-lived command, each ended by
     ``MEM_END``: no process or channel per reading. The ``sleep`` holds no end of the output:
     when the loop is ended its output closes at once, not a ``sleep`` later."""
-    loop = (f"while :; do {{ {MEMORY_SCRIPT}; }}; echo {MEM_END}; "
+    loop = (f"while :; do {{ {MEMORY_BODY}; }}; printf '%s%s\\n' \"$o\" {MEM_END}; "
             "sleep \"$0\" </dev/null >/dev/null 2>&1; done")
     return ["sh", "-c", loop, f"{interval:g}"]
 

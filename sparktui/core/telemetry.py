@@ -19,23 +19,27 @@ GPU_QUERY = "index,name,utilization.gpu,temperature.gpu,power.draw,memory.used,m
 
 # One fixed script; paths come after it as positional arguments ("$@"), never spliced in.
 # Shell builtins read /proc, so a sample forks only df (once per path) and, where present,
-# nvidia-smi: it runs every two seconds on every node.
-SAMPLE_SCRIPT = (
-    "while IFS= read -r l; do case $l in MemTotal:*|MemFree:*|MemAvailable:*) echo \"$l\";; esac; "
-    "done < /proc/meminfo; echo " + SECTION + "; "
-    "read -r l < /proc/loadavg; echo \"$l\"; echo " + SECTION + "; "
-    "read -r l < /proc/stat; echo \"$l\"; echo " + SECTION + "; "
-    "if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi --query-gpu=" + GPU_QUERY +
-    " --format=csv,noheader,nounits 2>&1 || echo nvidia-smi-failed; else echo no-nvidia-smi; fi; "
-    "echo " + SECTION + "; "
+# nvidia-smi: it runs every two seconds on every node. The sample is gathered in ``$o`` and
+# written at once: a write per line was a read by sshd and an SSH packet each, about twelve a
+# sample, and the packets were most of what watching a node cost this process (bench/telemetry.py).
+_NL = "n='\n'; "
+SAMPLE_BODY = (
+    _NL + "o=; while IFS= read -r l; do case $l in MemTotal:*|MemFree:*|MemAvailable:*) o=${o}$l$n;; "
+    "esac; done < /proc/meminfo; o=${o}" + SECTION + "$n; "
+    "read -r l < /proc/loadavg; o=${o}$l$n" + SECTION + "$n; "
+    "read -r l < /proc/stat; o=${o}$l$n" + SECTION + "$n; "
+    "if command -v nvidia-smi >/dev/null 2>&1; then r=$(nvidia-smi --query-gpu=" + GPU_QUERY +
+    " --format=csv,noheader,nounits 2>&1 || echo nvidia-smi-failed); [ -n \"$r\" ] && o=${o}$r$n; "
+    "else o=${o}no-nvidia-smi$n; fi; o=${o}" + SECTION + "$n; "
     # per path: the free space of the nearest existing folder (a dst may not exist yet). Only
     # absolute paths are walked (each step cuts a "/..." off, so the walk ends at "/"); any
     # other is answered "invalid" at once: "rel", "~/x" or "-P" once looped forever here. The
     # path reaches df as an operand, after "--".
-    "for p in \"$@\"; do echo \"#\"; case $p in /*) ;; *) echo " + INVALID + "; continue;; esac; "
+    "for p in \"$@\"; do o=${o}#$n; case $p in /*) ;; *) o=${o}" + INVALID + "$n; continue;; esac; "
     "d=$p; while [ ! -e \"$d\" ] && [ \"$d\" != / ]; do d=${d%/*}; d=${d:-/}; done; "
-    "df -Pk -- \"$d\" 2>/dev/null; done; true"
+    "r=$(df -Pk -- \"$d\" 2>/dev/null); [ -n \"$r\" ] && o=${o}$r$n; done; true"
 )
+SAMPLE_SCRIPT = SAMPLE_BODY + "; printf %s \"$o\""
 
 
 END = "---sparktui-end---"
@@ -55,7 +59,7 @@ def sample_argv(paths: list[str]) -> list[str]:
 def sample_loop_argv(paths: list[str], interval: float) -> list[str]:
     """The same sample every ``interval`` seconds from one long-lived command: no process or
     SSH channel is set up per sample, so watching costs almost nothing on either side."""
-    loop = f"while :; do {{ {SAMPLE_SCRIPT}; }}; echo {END}; sleep \"$0\"; done"
+    loop = f"while :; do {{ {SAMPLE_BODY}; }}; printf '%s%s\\n' \"$o\" {END}; sleep \"$0\"; done"
     return ["sh", "-c", loop, f"{interval:g}", *paths]
 
 
