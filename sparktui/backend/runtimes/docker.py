@@ -237,9 +237,11 @@ class DockerRuntime:
     async def top(self, container_id: str) -> list[Proc]:
         """The container's processes (``PS_ARGS``; the node's pids): dockerd runs the node's
         ``ps``, so this works whatever the image holds. A container that does not run answers
-        409, raised as the SDK's ``APIError``."""
+        409, raised as the SDK's ``APIError`` (a gone one 404, ``NotFound``). One request: the
+        SDK's ``containers.get(...).top`` inspects the container first, and the engine watch
+        asks this of every rank at every interval."""
         answer: dict[str, Any] = await self._call(
-            lambda c: c.containers.get(container_id).top(ps_args=PS_ARGS))
+            lambda c: c.api.top(container_id, ps_args=PS_ARGS))
         return from_top(answer.get("Titles") or [], answer.get("Processes") or [])
 
     async def exec(self, container_id: str, argv: list[str], timeout: float) -> tuple[int, str]:
