@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
+from sparktui.core import timing
 from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.errors import SparkError
 from sparktui.core.rungrep import BLOCK_BYTES, Found, file_size, rank_found
@@ -70,6 +71,9 @@ def searching(paths: dict[int, Path], search: BlockSearch, *, size: int = BLOCK_
         alone = hasattr(os, "fork") and (threading is None or threading.active_count() == 1)
         cores = cpus()
         workers = cores * PER_CPU if big and alone and cores > 1 else 1
+        if timing.enabled():
+            timing.mark(f"search: {workers} workers ({threading.active_count() if threading else 1}"
+                        " threads)")
     if workers < 2 or len(paths) < 2:
         yield {rank: rank_found(path, rank, search, size=size) for rank, path in paths.items()}
         return

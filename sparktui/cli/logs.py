@@ -43,7 +43,11 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def logs_attached(args: argparse.Namespace, search: BlockSearch, cutoff: bytes | None) -> int:
     """``sparktui logs`` of a run whose containers may still write: connected, caught up from
-    them, then read as a run that ended is (``print_run``); ``--follow`` goes on live."""
+    them, then read as a run that ended is (``print_run``); ``--follow`` goes on live.
+
+    Without ``--follow`` the boot checks are not replayed (nothing here shows them), and the
+    files are searched once the connections and the event loop are closed: with no thread left,
+    the search forks its workers (``grepwork.searching``), as for a run that ended."""
     import asyncio
 
     from sparktui.backend.events import LogBatch
@@ -61,17 +65,18 @@ def logs_attached(args: argparse.Namespace, search: BlockSearch, cutoff: bytes |
             return False
         return line_filter.matches(text)
 
+    async def caught_up() -> Run:
+        async with _opened(args, attach=True, checks=False) as orch:
+            return _the_run(orch.run or orch.store.latest(orch.recipe.slug), orch.recipe.slug,
+                            not_yours(orch))
+
     async def go() -> int:
         async with _opened(args, attach=True) as orch:
-            run: Run | None = orch.run or orch.store.latest(orch.recipe.slug)
-            if run is None:
-                raise SparkError(f"no run of {orch.recipe.slug} of yours yet{not_yours(orch)}: "
-                                 "start one with sparktui up")
+            run = _the_run(orch.run or orch.store.latest(orch.recipe.slug), orch.recipe.slug,
+                           not_yours(orch))
             print_run(run, search, rank=args.rank, cutoff=cutoff, timestamps=args.timestamps,
                       raw=args.raw)
             mark("logs: printed")
-            if not args.follow:
-                return 0
 
             def live(event: Event) -> None:
                 if isinstance(event, LogBatch):
@@ -85,9 +90,22 @@ def logs_attached(args: argparse.Namespace, search: BlockSearch, cutoff: bytes |
             while True:
                 await asyncio.sleep(3600)
     try:
-        return _run(go())
+        if args.follow:
+            return _run(go())
+        run = asyncio.run(caught_up())
+        mark("logs: closed")
+        print_run(run, search, rank=args.rank, cutoff=cutoff, timestamps=args.timestamps,
+                  raw=args.raw)
+        mark("logs: printed")
+        return 0
     except KeyboardInterrupt:
         return 0
+
+
+def _the_run(run: Run | None, slug: str, held: str) -> Run:
+    if run is None:
+        raise SparkError(f"no run of {slug} of yours yet{held}: start one with sparktui up")
+    return run
 
 
 def since_cutoff(since: str | None) -> bytes | None:

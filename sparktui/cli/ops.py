@@ -17,6 +17,7 @@ from sparktui.backend.orchestrator import LaunchOrder, Orchestrator
 from sparktui.backend.owners import held_groups
 from sparktui.backend.runtimes.registry import access_problems
 from sparktui.backend.smoke import SmokeOutcome, SmokeResult, SmokeSummary
+from sparktui.backend.together import together
 from sparktui.backend.watchdog import summary as watchdog_summary
 from sparktui.cli import exits, render
 from sparktui.cli.recipes import load_plan
@@ -227,9 +228,10 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 @contextlib.asynccontextmanager
 async def _opened(args: argparse.Namespace, on_event: Callable[[Event], None] | None = None, *,
-                  attach: bool = False) -> AsyncIterator[Orchestrator]:
+                  attach: bool = False, checks: bool = True) -> AsyncIterator[Orchestrator]:
     """The recipe's Orchestrator, closed (connections and all) however the command ends. With
-    ``attach``: connected, its containers found and what they wrote meanwhile caught up."""
+    ``attach``: connected, its containers found and what they wrote meanwhile caught up (and
+    the boot checks replayed and fed, unless ``checks`` is False: ``Orchestrator.attach``)."""
     orch = _make(args, on_event)
     warnings = AttachWarnings()
     if attach and on_event is None:
@@ -241,9 +243,9 @@ async def _opened(args: argparse.Namespace, on_event: Callable[[Event], None] | 
             for reason in unreachable.values():
                 err.print(plain(("warning", "yellow"), f": {reason}"))
             mark("attach: connected")
-            await orch.attach(follow=False, adopt=getattr(args, "adopt", False))
+            await orch.attach(follow=False, adopt=getattr(args, "adopt", False), checks=checks)
             mark("attach: containers found")
-            await orch.catch_up()
+            await orch.catch_up(checks)
             mark("attach: caught up")
         warnings.active = False
         yield orch
@@ -256,15 +258,15 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     async def go() -> int:
         async with _opened(args, attach=True) as orch:
-            await orch.refresh_health()  # without a live follower: ready from health and the log
-            mark("status: health")
-            await orch.refresh_engines()
-            mark("status: engines")
+            # all at once, each on its own channels: without a live follower, ready from health
+            # and the log; the engines seen (never judged); the nodes sampled; the allocation
+            sampled = asyncio.ensure_future(orch.sample_nodes())
+            allocated = asyncio.ensure_future(orch.allocation())
+            await together(orch.refresh_health(), orch.refresh_engines(), sampled, allocated)
+            nodes, allocation = sampled.result(), allocated.result()
+            mark("status: health, engines and nodes")
             rows = orch.status()
             stall = orch.stall()
-            nodes = await orch.sample_nodes()
-            mark("status: nodes sampled")
-            allocation = await orch.allocation()
             canary = orch.canary_state()
             if args.json:
                 print(json.dumps({
