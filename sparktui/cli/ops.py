@@ -10,7 +10,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from rich.console import Console
-from rich.progress import TaskID
 
 from sparktui.backend.events import Event, NodeChanged, Notice, RankChanged, StagingProgress
 from sparktui.backend.orchestrator import LaunchOrder, Orchestrator
@@ -27,6 +26,10 @@ from sparktui.core.controls import visible
 from sparktui.core.errors import ConfigError, SparkError
 from sparktui.core.timing import mark
 from sparktui.core.units import format_bytes
+
+TYPE_CHECKING = False  # rich.progress only for the verbs that copy (render.transfers)
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -309,7 +312,9 @@ def cmd_status(args: argparse.Namespace) -> int:
                 out.print(plain(f"the whole group back, same run: sparktui restart "
                                 f"{orch.recipe.slug} --group"))
             return 0
-    return _run(go())
+    code = _run(go())
+    args.leave_at_once = True  # every connection and the loop closed: no teardown needed
+    return code
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:

@@ -109,12 +109,13 @@ Found = tuple[bytes, int, int, bytes]
 normalised (``norm_ts``), the text UTF-8. Tuples compare in capture order."""
 
 
-def rank_found(path: Path, rank: int, search: BlockSearch, *,
-               size: int = BLOCK_BYTES) -> Iterator[list[Found]]:
-    """The kept lines of one rank's file, in file order, a block at a time."""
+def rank_found(path: Path, rank: int, search: BlockSearch, *, size: int = BLOCK_BYTES,
+               start: int = 0, limit: int | None = None) -> Iterator[list[Found]]:
+    """The kept lines of one rank's file, in file order, a block at a time (from byte
+    ``start``, a line's first, to byte ``limit``: ``blocks``)."""
     norm = norm_ts_bytes
     dense = False
-    for offset, data, lo, hi in blocks(path, size=size):
+    for offset, data, lo, hi in blocks(path, size=size, start=start, limit=limit):
         kept = search.kept(data, lo, hi, dense=dense)
         buf, spans = kept.buf, kept.spans
         dense = kept.dense(dense)
