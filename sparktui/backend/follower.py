@@ -148,7 +148,12 @@ class LogFollower:
         lines = run.redactor.lines(lines)  # engines print their own arguments, API key included
         numbered = run.log(info.rank).append(lines)
         board.emit(LogBatch(run.id, info.rank, numbered))
-        if run is not board.run or not checks:
+        if run is not board.run:
+            return
+        if not checks:
+            if timing.enabled() and numbered:
+                timing.mark(f"rank {info.rank}: {len(numbered)} lines, the last written "
+                            f"{numbered[-1][1]}")
             return
         info.last_lines.extend(text for _, _, text in numbered[-LAST_LINES:])
         said = last_progress(numbered, board.checks.request_line)
