@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 AHEAD_LINES = 1_000_000
 """Kept lines the search of a live run's files may hold before the catch-up ends (then its
 workers wait for the merge, as for a run that ended)."""
-AHEAD_NICE = 5
+AHEAD_NICE = 19
 """The niceness of the workers searching ahead: the catch-up's imports and connects are the
 longer path, so they get the cores first and the search takes what they leave."""
 

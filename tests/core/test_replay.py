@@ -163,7 +163,7 @@ def test_a_kept_search_is_read_and_only_the_new_lines_searched(tmp_path: Path) -
     os.rename(path, tmp_path / "r0.old")  # kept: the new file cannot take its inode
     write(path, PIECES * 3 + ["KV cache ready: #tokens=1"])  # another inode, the same bytes
     assert deciding_lines(path, 0, patterns, ReplayCache.load(kept), 0) == \
-        whole + [(37, "KV cache ready: #tokens=1")]
+        [*whole, (37, "KV cache ready: #tokens=1")]
     kept.write_text("{not json")
     assert deciding_lines(path, 0, patterns, ReplayCache.load(kept), 0) == \
-        whole + [(37, "KV cache ready: #tokens=1")]
+        [*whole, (37, "KV cache ready: #tokens=1")]
