@@ -49,7 +49,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
             args.leave_at_once = True  # nothing to close: the process may end without teardown
             return 0
         if run is not None:
-            return logs_ahead(args, run, search, cutoff)
+            try:
+                return logs_ahead(args, run, search, cutoff)
+            except KeyboardInterrupt:  # as ``logs_attached`` ends on ^C
+                return 0
     return logs_attached(args, search, cutoff)
 
 
