@@ -11,7 +11,10 @@ warm-up each and the median of ``--repeat``, each a new process as a user runs i
   (the files as they are at that moment: the ranks add a line a second); the same matching lines
   must come out (as a multiset of texts, the last second's lines aside);
 - ``sparktui status RECIPE`` (every rank's state, health, checks, the nodes' telemetry);
-- ``python -c pass``, the floor of any command.
+- ``python -c pass``, the floor of any command;
+- with ``--baseline DIR``: the same two commands of another checkout (``DIR/.venv/bin/python
+  -m sparktui``, run in ``DIR``: main, say) in the same turns, so a before and after come from
+  the same run on a machine whose load varies.
 
 Where each command's time goes comes from one more run of each with ``SPARKTUI_TIMING`` (see
 ``sparktui/core/timing.py``): imports, the plan, the SSH connects, finding the containers, the
@@ -22,6 +25,7 @@ Targets (issue 30): ``logs --grep`` of a live 4-rank run of 1 M lines within 2x 
 when one is missed.
 
     python bench/live_cli.py [--nodes 4] [--lines 250000] [--repeat 5] [--pattern '#running-req: 6[0-4],']
+                             [--baseline /work/main]
 """
 
 from __future__ import annotations
@@ -50,9 +54,9 @@ LOGS_RATIO, LOGS_PLUS_S = 2.0, 0.15
 STATUS_TARGET_S = {4: 0.35, 32: 0.6}
 
 
-def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, bytes]:
+def timed(cmd: list[str], env: dict[str, str], cwd: Path = ROOT) -> tuple[float, bytes]:
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, env=env, cwd=ROOT, check=False)
+    done = subprocess.run(cmd, capture_output=True, env=env, cwd=cwd, check=False)
     seconds = time.perf_counter() - t0
     if done.returncode:
         raise SystemExit(f"live_cli: {' '.join(cmd)} exited {done.returncode}: "
@@ -108,6 +112,8 @@ def main() -> int:
     ap.add_argument("--lines", type=int, default=250_000, help="history lines per rank (default 250,000)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--pattern", default="#running-req: 6[0-4],")
+    ap.add_argument("--baseline", type=Path, metavar="DIR",
+                    help="another checkout whose logs and status are timed in the same turns")
     args = ap.parse_args()
     world = args.nodes
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
@@ -134,13 +140,20 @@ def main() -> int:
             logs = [*sparktui, "logs", recipe, *where, "--grep", args.pattern]
             grep = ["grep", "-hE", args.pattern, *map(str, files)]
             status = [*sparktui, "status", recipe, *where]
-            took: dict[str, list[float]] = {"logs": [], "grep": [], "status": [], "python": []}
+            took: dict[str, list[float]] = {"logs": [], "grep": [], "status": [], "python": [],
+                                            "base logs": [], "base status": []}
+            base = args.baseline.resolve() if args.baseline else None
+            theirs_env = {**env, "PYTHONPATH": str(base)} if base else env
             same = True
             for i in range(args.repeat + 1):
                 t_grep, out_grep = timed(grep, env)
                 t_logs, out_logs = timed(logs, env)
                 t_status, _ = timed(status, env)
                 t_py, _ = timed([sys.executable, "-c", "pass"], env)
+                if base is not None:
+                    other = [str(base / ".venv" / "bin" / "python"), "-m", "sparktui"]
+                    t_base_logs, _ = timed([*other, *logs[3:]], theirs_env, base)
+                    t_base_status, _ = timed([*other, *status[3:]], theirs_env, base)
                 if i == 0:  # the warm-up: the same lines (those of the history, which is still)
                     ours, theirs = texts(out_logs, b" "), texts(out_grep, b"\t")
                     same = all(ours[k] >= n for k, n in theirs.items())
@@ -150,6 +163,9 @@ def main() -> int:
                 for key, t in (("logs", t_logs), ("grep", t_grep), ("status", t_status),
                                ("python", t_py)):
                     took[key].append(t)
+                if base is not None:
+                    took["base logs"].append(t_base_logs)
+                    took["base status"].append(t_base_status)
             timing = Path(tmp) / "timing.log"
             logs_marks = phases(logs, env, timing)
             status_marks = phases(status, env, timing)
@@ -157,7 +173,7 @@ def main() -> int:
             subprocess.run([*sparktui, "down", recipe, *where], env=env, cwd=ROOT,
                            capture_output=True, check=False, timeout=180)
 
-    m = {k: statistics.median(v) for k, v in took.items()}
+    m = {k: statistics.median(v) for k, v in took.items() if v}
 
     def spread(key: str) -> str:
         return f"median {m[key]:.3f} s ({min(took[key]):.3f}-{max(took[key]):.3f})"
@@ -176,6 +192,10 @@ def main() -> int:
     print(f"  sparktui status:          {spread('status')}  {verdict}")
     ok &= target is None or m["status"] <= target
     print(f"  python -c pass:           {spread('python')}")
+    if args.baseline:
+        print(f"  {args.baseline}: logs --grep {spread('base logs')}, status {spread('base status')} "
+              f"(this checkout: {m['logs'] / m['base logs']:.2f}x and "
+              f"{m['status'] / m['base status']:.2f}x of it)")
     show_phases("logs --grep", logs_marks)
     show_phases("status", status_marks)
     return 0 if ok else 1

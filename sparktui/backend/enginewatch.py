@@ -75,8 +75,11 @@ class EngineWatch:
         sample = EngineSample.of(masked(procs, self.board.redactor.text), self.marks)
         moved = self._log_moved(info)
         view, gone = self._track(info).add(sample, moved, self.interval)
-        if sample.main is not None and (info.engine is None or info.engine.pid != sample.main.pid):
-            with contextlib.suppress(Exception):  # a new engine: its pid in the container, for a dump
+        if judge and sample.main is not None and (
+                info.engine is None or info.engine.pid != sample.main.pid):
+            # a new engine: its pid in the container, for a dump (not for a ``status``, which
+            # shows none: a login shell on the node, 60-100 ms of it)
+            with contextlib.suppress(Exception):
                 await self.processes.container_pid(info.node.name, cid, sample.main.pid)
         if gone:
             self._gone[info.rank] = gone_text(sample)

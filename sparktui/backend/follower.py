@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -23,7 +24,7 @@ from sparktui.core.checks import BootChecks, Check
 from sparktui.core.errors import sentence
 from sparktui.core.linear import Regex
 from sparktui.core.ranks import LAST_LINES, Cause, RankInfo
-from sparktui.core.replay import deciding_lines, last_lines
+from sparktui.core.replay import REPLAY_FILE, ReplayCache, deciding_lines, last_lines
 from sparktui.core.runstore import RankLog, Run, last_restarts, restart_line, ts_epoch
 from sparktui.core.stall import last_progress, progress
 
@@ -36,17 +37,19 @@ TAIL_CHARS = 300  # of each of the last lines quoted in the detail of a rank tha
 
 def _since_restart(log: RankLog, restart: dict[str, object] | None, patterns: list[Regex],
                    recent: int = LAST_LINES, end: tuple[bytes, int] | None = None,
+                   cache: ReplayCache | None = None, rank: int = 0, rewinds: int = 0,
                    ) -> tuple[list[tuple[int, str]], list[str]]:
     """What the rank's file holds since its last restart for its checks: the lines one of
     ``patterns`` matches (searched in blocks, ``core.replay``: the only lines that can change a
-    check), and the texts of its last ``recent`` lines. A run from before a restart event said
-    its marker's line is read whole, as it always was."""
+    check; with ``cache``, only those written since its last search), and the texts of its
+    last ``recent`` lines. A run from before a restart event said its marker's line is read
+    whole, as it always was."""
     if restart is not None and restart_line(restart) is None:
         batch = log.since_restart(restart)
         return ([(no, text) for no, text in batch if any(p.search(text) for p in patterns)],
                 [text for _, text in batch[-recent:]] if recent else [])
     after = (restart_line(restart) or 0) if restart is not None else 0
-    return (deciding_lines(log.path, after, patterns),
+    return (deciding_lines(log.path, after, patterns, cache, rank, rewinds),
             last_lines(log.path, after, recent, end) if recent else [])
 
 
@@ -134,10 +137,11 @@ class LogFollower:
             self.board.notice("warning", f"could not save the log cursors of run {run.id}: "
                                          f"{sentence(exc)}")
 
-    def ingest(self, info: RankInfo, lines: list[tuple[str, str]], run: Run | None = None) -> None:
+    def ingest(self, info: RankInfo, lines: list[tuple[str, str]], run: Run | None = None,
+               checks: bool = True) -> None:
         """Lines of ``run`` (default: the current one): into its file, the checks and to the
         listeners. Lines of an earlier run (a follower still draining) go to that run's file
-        only."""
+        only; ``checks`` False: to its file and the listeners only (checks never replayed)."""
         board = self.board
         run = run or board.run
         assert run is not None
@@ -145,6 +149,11 @@ class LogFollower:
         numbered = run.log(info.rank).append(lines)
         board.emit(LogBatch(run.id, info.rank, numbered))
         if run is not board.run:
+            return
+        if not checks:
+            if timing.enabled() and numbered:
+                timing.mark(f"rank {info.rank}: {len(numbered)} lines, the last written "
+                            f"{numbered[-1][1]}")
             return
         info.last_lines.extend(text for _, _, text in numbered[-LAST_LINES:])
         said = last_progress(numbered, board.checks.request_line)
@@ -182,19 +191,28 @@ class LogFollower:
         restarts = last_restarts(events)
         for rank in restarts:
             checks.reset(rank)
+        rewinds = Counter(ev.get("rank") for ev in events if ev.get("kind") == "log-rewound")
+        cache = await asyncio.to_thread(ReplayCache.load, run.dir / REPLAY_FILE)
 
         def read(info: RankInfo) -> tuple[list[tuple[int, str]], list[str], tuple[str, str] | None]:
             log = run.log(info.rank)
             end = log.end()  # its last megabyte, read once for its last lines and its progress
             batch, recent = _since_restart(log, restarts.get(info.rank),
-                                           checks.open_patterns(info.rank), end=end)
+                                           checks.open_patterns(info.rank), end=end, cache=cache,
+                                           rank=info.rank, rewinds=rewinds[info.rank])
             last = (log.last(lambda text: progress(text, checks.request_line), end=end)
                     if recent else None)
             return batch, recent, last
 
         # every rank's file at once, in threads (4 x 36 MB: 320 ms one after another, 230-250 ms
-        # at once here), then fed in rank order on the loop
+        # at once here; with the searches kept in the run's folder, only the lines written
+        # since the last attach), then fed in rank order on the loop
         found = await together(*(asyncio.to_thread(read, info) for info in board.ranks))
+        try:
+            await asyncio.to_thread(cache.save)
+        except OSError as exc:  # the next attach searches the files whole: said, not fatal
+            board.notice("warning", f"could not keep the boot checks' search of run {run.id}: "
+                                    f"{sentence(exc)}")
         for info, (batch, recent, last) in zip(board.ranks, found, strict=True):
             info.last_lines.extend(recent)
             if last is not None and info.last_line_at is None:
@@ -258,8 +276,9 @@ class LogFollower:
         if self.on_exit is not None and st.exit_code != 0:
             self.on_exit(info, st.oom_killed)
 
-    async def catch_up(self) -> None:
-        """Copy into the run's files what containers wrote while no sparktui was watching."""
+    async def catch_up(self, checks: bool = True) -> None:
+        """Copy into the run's files what containers wrote while no sparktui was watching
+        (``checks``: fed to the checks too, as ``ingest``)."""
         run = self.board.run
         if run is None or not run.try_lock():
             return
@@ -274,7 +293,7 @@ class LogFollower:
             try:
                 async for chunk in self.runtimes[info.node.name].logs(
                         info.container_id, cursor, follow=False, secrets=run.redactor.values):
-                    self.ingest(info, chunk.lines, run)
+                    self.ingest(info, chunk.lines, run, checks)
                     run.set_cursor(info.rank, info.container_id, chunk.cursor)
             except (RuntimeLost, NodeError) as exc:
                 self.board.notice("warning", f"rank {info.rank}: could not catch up: {sentence(exc)}")

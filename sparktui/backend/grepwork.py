@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
+from sparktui.core import timing
 from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.errors import SparkError
 from sparktui.core.rungrep import BLOCK_BYTES, Found, file_size, rank_found
@@ -58,26 +59,66 @@ def groups(paths: dict[int, Path], workers: int) -> list[dict[int, Path]]:
     return [dict(sorted(group.items())) for group in out if group]
 
 
+class Sources(dict[int, Iterator[list[Found]]]):
+    """Each rank's batches (``searching``), and the workers they come from."""
+
+    def __init__(self, found: dict[int, Iterator[list[Found]]], workers: list[Worker]) -> None:
+        super().__init__(found)
+        self.workers = workers
+
+    def read_ahead(self, until: int, cap: int) -> None:
+        """Take what the workers send into their queues (they search on instead of waiting on
+        a full pipe) until the file descriptor ``until`` reads (another process's end), every
+        worker is done, or ``cap`` lines are held (then they wait for the reader again)."""
+        import selectors
+
+        with selectors.DefaultSelector() as watch:
+            watch.register(until, selectors.EVENT_READ)
+            for worker in self.workers:
+                if worker.open:
+                    watch.register(worker.fd, selectors.EVENT_READ, worker)
+            held = 0
+            while held < cap:
+                for key, _events in watch.select():
+                    worker = key.data
+                    if worker is None:
+                        return
+                    held += worker._read()
+                    if not worker.open:
+                        watch.unregister(worker.fd)
+                if len(watch.get_map()) == 1:  # only ``until`` left: every worker done
+                    return
+
+
 @contextlib.contextmanager
 def searching(paths: dict[int, Path], search: BlockSearch, *, size: int = BLOCK_BYTES,
-              workers: int | None = None) -> Iterator[dict[int, Iterator[list[Found]]]]:
+              workers: int | None = None, limits: dict[int, int] | None = None,
+              nice: int = 0) -> Iterator[Sources]:
     """Each rank's kept lines, a batch at a time: from worker processes when the run is big
     and this machine has the cores (``workers``: that many, whatever the size), else searched
-    here. Workers are ended on the way out."""
+    here. ``limits``: a rank's file read to that byte only; ``nice``: the workers' niceness
+    (searching ahead of a catch-up that is the longer path: it gets the cores first). Workers
+    are ended on the way out."""
+    limits = limits or {}
     if workers is None:
         big = sum(map(file_size, paths.values())) >= PARALLEL_BYTES
         threading = sys.modules.get("threading")  # never imported: no thread was started
         alone = hasattr(os, "fork") and (threading is None or threading.active_count() == 1)
         cores = cpus()
         workers = cores * PER_CPU if big and alone and cores > 1 else 1
+        if timing.enabled():
+            timing.mark(f"search: {workers} workers ({threading.active_count() if threading else 1}"
+                        " threads)")
     if workers < 2 or len(paths) < 2:
-        yield {rank: rank_found(path, rank, search, size=size) for rank, path in paths.items()}
+        yield Sources({rank: rank_found(path, rank, search, size=size, limit=limits.get(rank))
+                       for rank, path in paths.items()}, [])
         return
     started: list[Worker] = []
     try:
         for group in groups(paths, workers):
-            started.append(Worker.start(group, search, size))
-        yield {rank: worker.batches(rank) for worker in started for rank in worker.ranks}
+            started.append(Worker.start(group, search, size, limits, nice))
+        yield Sources({rank: worker.batches(rank) for worker in started for rank in worker.ranks},
+                      started)
     finally:
         for worker in started:
             worker.close()
@@ -90,6 +131,7 @@ class Worker:
 
     def __init__(self, pid: int, fd: int, ranks: list[int]) -> None:
         self.pid = pid
+        self.fd = fd
         self.ranks = ranks
         self.reader = io.BufferedReader(io.FileIO(fd, "r"), PIPE_BYTES)
         self.queues: dict[int, deque[list[Found]]] = {rank: deque() for rank in ranks}
@@ -97,7 +139,8 @@ class Worker:
         self.done = False
 
     @classmethod
-    def start(cls, group: dict[int, Path], search: BlockSearch, size: int) -> Worker:
+    def start(cls, group: dict[int, Path], search: BlockSearch, size: int,
+              limits: dict[int, int] | None = None, nice: int = 0) -> Worker:
         read_fd, write_fd = os.pipe()
         with contextlib.suppress(AttributeError, OSError):  # a larger pipe: fewer stalls
             import fcntl
@@ -106,7 +149,10 @@ class Worker:
         pid = os.fork()
         if pid == 0:  # the worker: search, send, and never return into the caller's code
             os.close(read_fd)
-            os._exit(_serve(write_fd, group, search, size))
+            if nice:
+                with contextlib.suppress(OSError):
+                    os.nice(nice)
+            os._exit(_serve(write_fd, group, search, size, limits or {}))
         os.close(write_fd)
         return cls(pid, read_fd, list(group))
 
@@ -119,7 +165,8 @@ class Worker:
                 return
             yield queue.popleft()
 
-    def _read(self) -> None:
+    def _read(self) -> int:
+        """One frame into its rank's queue; returns its lines."""
         head = self.reader.read(4)
         frame = self.reader.read(int.from_bytes(head, "little")) if len(head) == 4 else b""
         if not frame:
@@ -129,8 +176,9 @@ class Worker:
             raise SparkError(f"grep failed: {batch}")
         if batch is None:
             self.open.discard(rank)
-        else:
-            self.queues[rank].append(batch)
+            return 0
+        self.queues[rank].append(batch)
+        return len(batch)
 
     def close(self) -> None:
         """Wait for the worker; end it first if it still has lines to send (the reader left
@@ -146,14 +194,16 @@ class Worker:
             os.waitpid(self.pid, 0)
 
 
-def _serve(fd: int, group: dict[int, Path], search: BlockSearch, size: int) -> int:
+def _serve(fd: int, group: dict[int, Path], search: BlockSearch, size: int,
+           limits: dict[int, int]) -> int:
     """The worker's whole life: its ranks' batches in turn (so the merge, which needs every
     rank, never waits on one while another fills the pipe), then an exit status."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # ^C reaches the whole group: just end
     out = io.FileIO(fd, "w")
     try:
-        streams = {rank: rank_found(path, rank, search, size=size) for rank, path in group.items()}
+        streams = {rank: rank_found(path, rank, search, size=size, limit=limits.get(rank))
+                   for rank, path in group.items()}
         while streams:
             for rank in list(streams):
                 batch = next(streams[rank], None)

@@ -250,12 +250,16 @@ class Orchestrator:
 
     # -- attach ----------------------------------------------------------------------------
     async def attach(self, follow: bool = True, adopt: bool = False,
-                     say_held: bool = True) -> bool:
+                     say_held: bool = True, checks: bool = True) -> bool:
         """Find this operator's containers of this recipe on every node; True when any exist.
         Other owners' containers are listed in ``held`` (and said in a notice and in their
         ranks' details), not attached; with ``adopt`` a rank that has none of the operator's own
         takes another owner's, and it counts as the operator's from then on. Reattaching never
-        relaunches anything. ``say_held``: False when the caller says it itself (``up``)."""
+        relaunches anything. ``say_held``: False when the caller says it itself (``up``).
+        ``checks``: False for a caller that shows lines, no verdict (``logs``): the boot checks
+        are not replayed nor a failed rank's kernel asked; the next attach that shows them
+        replays the run's files, which hold every line (a check's verdict is the same whenever
+        its lines are read)."""
         self._adopted = self.adoptions.adopted_by(self.owner)
         states = await asyncio.gather(*(self._find(info) for info in self.ranks),
                                       return_exceptions=True)
@@ -327,9 +331,10 @@ class Orchestrator:
         restore_causes(self.ranks, events)  # a rank the memory guard stopped says so
         self._restore_wait(events)
         mark("attach: events read")
-        await self.follower.replay_checks(run, events)
-        mark("attach: checks replayed")
-        await self.verdict.judge_attached(events)
+        if checks:
+            await self.follower.replay_checks(run, events)
+            mark("attach: checks replayed")
+            await self.verdict.judge_attached(events)
         self.board.boot_started = time.monotonic()
         for info in self.ranks:
             self.board.announce(info)
@@ -712,9 +717,11 @@ class Orchestrator:
         """No grep coming (the input closed): end the scanners started ahead."""
         self.scanners.cool()
 
-    async def catch_up(self) -> None:
-        """Copy into the run's files what containers wrote while no sparktui was watching."""
-        await self.follower.catch_up()
+    async def catch_up(self, checks: bool = True) -> None:
+        """Copy into the run's files what containers wrote while no sparktui was watching.
+        ``checks``: False after an attach that did not replay them (its lines go to the files
+        and the listeners only)."""
+        await self.follower.catch_up(checks)
 
     # -- actions ---------------------------------------------------------------------------
     async def restart(self, rank: int) -> None:

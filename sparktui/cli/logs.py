@@ -12,14 +12,16 @@ it, it needs nothing from here), then read the same way.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.controls import visible, visible_bytes
 from sparktui.core.errors import SparkError
 from sparktui.core.linefilter import LineFilter
-from sparktui.core.rungrep import Found, merge_found, norm_ts
+from sparktui.core.rungrep import Found, merge_found, norm_ts, rank_found
 from sparktui.core.runstore import Run
 
 TYPE_CHECKING = False  # ``typing`` is not imported on the path of an ended run (2 ms)
@@ -27,23 +29,150 @@ if TYPE_CHECKING:
     from sparktui.backend.events import Event
 
 
+AHEAD_LINES = 1_000_000
+"""Kept lines the search of a live run's files may hold before the catch-up ends (then its
+workers wait for the merge, as for a run that ended)."""
+AHEAD_NICE = 19
+"""The niceness of the workers searching ahead: the catch-up's imports and connects are the
+longer path, so they get the cores first and the search takes what they leave."""
+
+
 def cmd_logs(args: argparse.Namespace) -> int:
     line_filter = LineFilter.require(args.grep or "")  # the console's grep: smart case, ! inverts
     cutoff = since_cutoff(args.since)
     search = BlockSearch.of(line_filter)
     if not args.follow:
-        run = _ended_run(args)
-        if run is not None:
+        run, ended = _latest_run(args)
+        if run is not None and ended:
             print_run(run, search, rank=args.rank, cutoff=cutoff, timestamps=args.timestamps,
                       raw=args.raw)
             args.leave_at_once = True  # nothing to close: the process may end without teardown
             return 0
+        if run is not None:
+            try:
+                return logs_ahead(args, run, search, cutoff)
+            except KeyboardInterrupt:  # as ``logs_attached`` ends on ^C
+                return 0
     return logs_attached(args, search, cutoff)
+
+
+def logs_ahead(args: argparse.Namespace, run: Run, search: BlockSearch,
+               cutoff: bytes | None) -> int:
+    """``sparktui logs`` of a live run, its files searched while it is caught up: the lines the
+    files hold now are searched by the workers while another process (forked: nothing to import
+    again) imports the backend, connects and catches up; then only what the catch-up added is
+    searched, and every rank's lines are merged and written as ``print_run`` writes them. When
+    the catch-up took another run, added or rewrote a rank's file (its inode, or the 4 KiB
+    before where the search stopped, differ), the search starts over on what is there: the
+    same lines either way. Nothing is written before the catch-up ended (a failure prints no
+    line, as before)."""
+    import itertools
+
+    from sparktui.backend.grepwork import searching
+    from sparktui.core.timing import mark
+
+    paths = _paths(run, args.rank)
+    ends = {rank: _whole_lines(path) for rank, path in paths.items()}
+    if any(end is None for end in ends.values()):
+        return logs_attached(args, search, cutoff)
+    limits = {rank: end[0] for rank, end in ends.items() if end is not None}
+    sys.stdout.flush()  # nothing buffered is copied into a worker or the catch-up
+    sys.stderr.flush()
+    with searching(paths, search, limits=limits, nice=AHEAD_NICE) as sources:
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the catch-up: connect, copy what the containers wrote, say which run
+            os.close(read_fd)
+            for worker in sources.workers:
+                os.close(worker.fd)
+            os._exit(_catch_up_here(args, write_fd))
+        os.close(write_fd)
+        try:
+            sources.read_ahead(read_fd, AHEAD_LINES)
+            told = b""
+            while chunk := os.read(read_fd, 65536):
+                told += chunk
+        finally:
+            os.close(read_fd)
+            code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        mark("logs: caught up (in its own process)")
+        if code:  # the catch-up said why on stderr
+            return code if code > 0 else 128 - code
+        run_id, _, folder = told.decode("utf-8", "surrogateescape").partition("\n")
+        caught = Run(run_id, Path(folder))
+        now = _paths(caught, args.rank)
+        if caught.dir == run.dir and now.keys() == paths.keys() and all(
+                _whole_lines(path, limits[rank]) == ends[rank] for rank, path in paths.items()):
+            found: dict[int, Iterator[list[Found]]] = {
+                rank: itertools.chain(sources[rank], rank_found(path, rank, search,
+                                                                start=limits[rank]))
+                for rank, path in now.items()}  # what was there, then what the catch-up added
+            write_found(merge_found(found), cutoff=cutoff, timestamps=args.timestamps,
+                        raw=args.raw)
+            mark("logs: printed")
+            args.leave_at_once = True
+            return 0
+    mark("logs: the files changed under the search: searched again")
+    print_run(caught, search, rank=args.rank, cutoff=cutoff, timestamps=args.timestamps,
+              raw=args.raw)
+    args.leave_at_once = True
+    return 0
+
+
+def _catch_up_here(args: argparse.Namespace, fd: int) -> int:
+    """The catch-up's process: its run's id and folder on ``fd``; an error said as ``main``
+    says it, its exit status returned."""
+    from sparktui.cli import _report
+
+    try:
+        run = caught_up(args)
+        os.write(fd, f"{run.id}\n{run.dir}".encode("utf-8", "surrogateescape"))
+        return 0
+    except SparkError as exc:
+        return _report(exc)
+    except KeyboardInterrupt:
+        return 130
+    except BaseException:  # as the interpreter would say it
+        import traceback
+
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.stderr.flush()
+
+
+def _paths(run: Run, rank: int | None) -> dict[int, Path]:
+    paths = run.rank_paths()
+    if rank is not None:
+        paths = {rank: paths[rank]} if rank in paths else {}
+    return paths
+
+
+def _whole_lines(path: Path, size: int | None = None) -> tuple[int, int, bytes] | None:
+    """``(size, inode, the 4 KiB before)`` of the file's first ``size`` bytes (default: all of
+    it), when they end with a newline (or are none); else None (a line being written)."""
+    try:
+        with path.open("rb", buffering=0) as f:
+            st = os.fstat(f.fileno())
+            size = st.st_size if size is None else size
+            if size > st.st_size:
+                return None
+            f.seek(max(0, size - 4096))
+            tail = f.read(min(size, 4096))
+    except OSError:
+        return None
+    if len(tail) != min(size, 4096) or (size and not tail.endswith(b"\n")):
+        return None
+    return size, st.st_ino, tail
 
 
 def logs_attached(args: argparse.Namespace, search: BlockSearch, cutoff: bytes | None) -> int:
     """``sparktui logs`` of a run whose containers may still write: connected, caught up from
-    them, then read as a run that ended is (``print_run``); ``--follow`` goes on live."""
+    them, then read as a run that ended is (``print_run``); ``--follow`` goes on live.
+
+    Without ``--follow`` the boot checks are not replayed (nothing here shows them), and the
+    files are searched once the connections and the event loop are closed: with no thread left,
+    the search forks its workers (``grepwork.searching``), as for a run that ended."""
     import asyncio
 
     from sparktui.backend.events import LogBatch
@@ -63,15 +192,11 @@ def logs_attached(args: argparse.Namespace, search: BlockSearch, cutoff: bytes |
 
     async def go() -> int:
         async with _opened(args, attach=True) as orch:
-            run: Run | None = orch.run or orch.store.latest(orch.recipe.slug)
-            if run is None:
-                raise SparkError(f"no run of {orch.recipe.slug} of yours yet{not_yours(orch)}: "
-                                 "start one with sparktui up")
+            run = _the_run(orch.run or orch.store.latest(orch.recipe.slug), orch.recipe.slug,
+                           not_yours(orch))
             print_run(run, search, rank=args.rank, cutoff=cutoff, timestamps=args.timestamps,
                       raw=args.raw)
             mark("logs: printed")
-            if not args.follow:
-                return 0
 
             def live(event: Event) -> None:
                 if isinstance(event, LogBatch):
@@ -85,9 +210,37 @@ def logs_attached(args: argparse.Namespace, search: BlockSearch, cutoff: bytes |
             while True:
                 await asyncio.sleep(3600)
     try:
-        return _run(go())
+        if args.follow:
+            return _run(go())
+        run = caught_up(args)
+        mark("logs: closed")
+        print_run(run, search, rank=args.rank, cutoff=cutoff, timestamps=args.timestamps,
+                  raw=args.raw)
+        mark("logs: printed")
+        return 0
     except KeyboardInterrupt:
         return 0
+
+
+def caught_up(args: argparse.Namespace) -> Run:
+    """The recipe's run its containers write to, what they wrote meanwhile copied into its
+    files; the boot checks neither replayed nor fed (no verdict is shown), every connection and
+    the event loop closed on return."""
+    import asyncio
+
+    from sparktui.cli.ops import _opened, not_yours  # connects: the backend
+
+    async def go() -> Run:
+        async with _opened(args, attach=True, checks=False) as orch:
+            return _the_run(orch.run or orch.store.latest(orch.recipe.slug), orch.recipe.slug,
+                            not_yours(orch))
+    return asyncio.run(go())
+
+
+def _the_run(run: Run | None, slug: str, held: str) -> Run:
+    if run is None:
+        raise SparkError(f"no run of {slug} of yours yet{held}: start one with sparktui up")
+    return run
 
 
 def since_cutoff(since: str | None) -> bytes | None:
@@ -106,9 +259,9 @@ def since_cutoff(since: str | None) -> bytes | None:
     return norm_ts(t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")).encode()
 
 
-def _ended_run(args: argparse.Namespace) -> Run | None:
-    """The recipe's latest run when it ended; None when that takes more than its files (no
-    such recipe or run, or containers that may still write: the Orchestrator finds out)."""
+def _latest_run(args: argparse.Namespace) -> tuple[Run | None, bool]:
+    """The recipe's latest run and whether it ended; None when that takes more than its files
+    (no such recipe or run: the Orchestrator finds out and says what is wrong, in full)."""
     from sparktui.config import recipes_dirs, state_dir
     from sparktui.core.names import is_safe
     from sparktui.core.recipefiles import locate, slug_for
@@ -117,11 +270,11 @@ def _ended_run(args: argparse.Namespace) -> Run | None:
     try:
         path = locate(args.recipe, recipes_dirs(args.recipes))
         if path is None or not is_safe(slug := slug_for(path)):
-            return None
+            return None, False
         run = RunStore(state_dir()).latest(slug)
-    except (OSError, RuntimeError, SparkError):  # the slow way says what is wrong, in full
-        return None
-    return run if run is not None and run.ended() else None
+        return run, run is not None and run.ended()
+    except (OSError, RuntimeError, SparkError):
+        return None, False
 
 
 def print_run(run: Run, search: BlockSearch, *, rank: int | None, cutoff: bytes | None,

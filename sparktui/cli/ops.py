@@ -10,13 +10,13 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from rich.console import Console
-from rich.progress import TaskID
 
 from sparktui.backend.events import Event, NodeChanged, Notice, RankChanged, StagingProgress
 from sparktui.backend.orchestrator import LaunchOrder, Orchestrator
 from sparktui.backend.owners import held_groups
 from sparktui.backend.runtimes.registry import access_problems
 from sparktui.backend.smoke import SmokeOutcome, SmokeResult, SmokeSummary
+from sparktui.backend.together import together
 from sparktui.backend.watchdog import summary as watchdog_summary
 from sparktui.cli import exits, render
 from sparktui.cli.recipes import load_plan
@@ -26,6 +26,10 @@ from sparktui.core.controls import visible
 from sparktui.core.errors import ConfigError, SparkError
 from sparktui.core.timing import mark
 from sparktui.core.units import format_bytes
+
+TYPE_CHECKING = False  # rich.progress only for the verbs that copy (render.transfers)
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -227,9 +231,10 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 @contextlib.asynccontextmanager
 async def _opened(args: argparse.Namespace, on_event: Callable[[Event], None] | None = None, *,
-                  attach: bool = False) -> AsyncIterator[Orchestrator]:
+                  attach: bool = False, checks: bool = True) -> AsyncIterator[Orchestrator]:
     """The recipe's Orchestrator, closed (connections and all) however the command ends. With
-    ``attach``: connected, its containers found and what they wrote meanwhile caught up."""
+    ``attach``: connected, its containers found and what they wrote meanwhile caught up (and
+    the boot checks replayed and fed, unless ``checks`` is False: ``Orchestrator.attach``)."""
     orch = _make(args, on_event)
     warnings = AttachWarnings()
     if attach and on_event is None:
@@ -241,9 +246,9 @@ async def _opened(args: argparse.Namespace, on_event: Callable[[Event], None] | 
             for reason in unreachable.values():
                 err.print(plain(("warning", "yellow"), f": {reason}"))
             mark("attach: connected")
-            await orch.attach(follow=False, adopt=getattr(args, "adopt", False))
+            await orch.attach(follow=False, adopt=getattr(args, "adopt", False), checks=checks)
             mark("attach: containers found")
-            await orch.catch_up()
+            await orch.catch_up(checks)
             mark("attach: caught up")
         warnings.active = False
         yield orch
@@ -256,15 +261,15 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     async def go() -> int:
         async with _opened(args, attach=True) as orch:
-            await orch.refresh_health()  # without a live follower: ready from health and the log
-            mark("status: health")
-            await orch.refresh_engines()
-            mark("status: engines")
+            # all at once, each on its own channels: without a live follower, ready from health
+            # and the log; the engines seen (never judged); the nodes sampled; the allocation
+            sampled = asyncio.ensure_future(orch.sample_nodes())
+            allocated = asyncio.ensure_future(orch.allocation())
+            await together(orch.refresh_health(), orch.refresh_engines(), sampled, allocated)
+            nodes, allocation = sampled.result(), allocated.result()
+            mark("status: health, engines and nodes")
             rows = orch.status()
             stall = orch.stall()
-            nodes = await orch.sample_nodes()
-            mark("status: nodes sampled")
-            allocation = await orch.allocation()
             canary = orch.canary_state()
             if args.json:
                 print(json.dumps({
@@ -307,7 +312,9 @@ def cmd_status(args: argparse.Namespace) -> int:
                 out.print(plain(f"the whole group back, same run: sparktui restart "
                                 f"{orch.recipe.slug} --group"))
             return 0
-    return _run(go())
+    code = _run(go())
+    args.leave_at_once = True  # every connection and the loop closed: no teardown needed
+    return code
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:

@@ -55,18 +55,22 @@ Block = tuple[int, bytes, int, int]
 """``(file offset of data[0], data, lo, hi)``: ``data[lo:hi]`` holds whole lines."""
 
 
-def blocks(path: Path, *, size: int = BLOCK_BYTES, limit: int | None = None) -> Iterator[Block]:
+def blocks(path: Path, *, size: int = BLOCK_BYTES, limit: int | None = None,
+           start: int = 0) -> Iterator[Block]:
     """A rank's file ``size`` bytes at a time, never copied again: a read's last, cut line is
     completed by the next read and comes alone, in a block of its own. Every line but perhaps
     the file's last ends with ``\\n``; ``\\r\\n`` and a lone ``\\r`` become ``\\n``, as
     ``RankLog.read`` (text mode) reads them, and a block never ends between the two. ``limit``:
-    read no further than that many bytes (a file that grows: the same prefix, the same blocks)."""
+    read no further than that many bytes (a file that grows: the same prefix, the same blocks).
+    ``start``: from that byte on (the first of a line, after a ``\\n``)."""
     try:
         f = path.open("rb", buffering=0)
     except FileNotFoundError:
         return
     with f:
-        offset = 0  # of the next byte read
+        if start:
+            f.seek(start)
+        offset = start  # of the next byte read
         rest = b""  # the start of a line cut by the last read
         while True:
             chunk = f.read(size if limit is None else min(size, limit - offset))
@@ -105,12 +109,13 @@ Found = tuple[bytes, int, int, bytes]
 normalised (``norm_ts``), the text UTF-8. Tuples compare in capture order."""
 
 
-def rank_found(path: Path, rank: int, search: BlockSearch, *,
-               size: int = BLOCK_BYTES) -> Iterator[list[Found]]:
-    """The kept lines of one rank's file, in file order, a block at a time."""
+def rank_found(path: Path, rank: int, search: BlockSearch, *, size: int = BLOCK_BYTES,
+               start: int = 0, limit: int | None = None) -> Iterator[list[Found]]:
+    """The kept lines of one rank's file, in file order, a block at a time (from byte
+    ``start``, a line's first, to byte ``limit``: ``blocks``)."""
     norm = norm_ts_bytes
     dense = False
-    for offset, data, lo, hi in blocks(path, size=size):
+    for offset, data, lo, hi in blocks(path, size=size, start=start, limit=limit):
         kept = search.kept(data, lo, hi, dense=dense)
         buf, spans = kept.buf, kept.spans
         dense = kept.dense(dense)
@@ -357,6 +362,29 @@ def _line(rank: int, no: int, line: bytes | str, tab: int) -> LogLine:
         return (norm_ts(line[:tab].decode("utf-8", "replace")), rank, no,
                 line[tab + 1:].decode("utf-8", "replace"))
     return norm_ts(line[:tab]), rank, no, line[tab + 1:]
+
+
+def numbered(path: Path, search: BlockSearch, *, start: int = 0, before: int = 0,
+             limit: int | None = None, size: int = BLOCK_BYTES) -> tuple[list[LogLine], int]:
+    """The kept lines of a rank's file from byte ``start`` (a line's first byte, ``before``
+    lines ahead of it) to byte ``limit``, in one pass, numbered as ``RankLog.read`` numbers
+    them (rank 0); and the number of the last line read. Where ``RunScan`` keeps the newest of
+    many lines, this keeps every one: for searches that find few (``core.replay``)."""
+    lines: list[LogLine] = []
+    no = before  # lines before the block
+    dense = False
+    for _offset, data, lo, hi in blocks(path, size=size, limit=limit, start=start):
+        block = search.kept(data, lo, hi, dense=dense)
+        dense = block.dense(dense)
+        buf: Any = block.buf
+        nl: Any = b"\n" if isinstance(buf, bytes) else "\n"
+        at = block.lo
+        for begin, t, end in block.spans:
+            no += buf.count(nl, at, begin)
+            at = begin
+            lines.append(_line(0, no + 1, buf[begin:end], t - begin))
+        no += buf.count(nl, at, block.hi) + (0 if buf[block.hi - 1:block.hi] == nl else 1)
+    return lines, no
 
 
 def tail(path: Path, rank: int, window: int, *, size: int = BLOCK_BYTES) -> list[LogLine]:

@@ -1,7 +1,8 @@
 """``sparktui logs`` over a captured run: every rank merged in capture order, the console's grep,
 ``--rank``, ``--since`` and ``--timestamps``; a run that ended is read from its files alone
-(a cluster that cannot be reached does not matter), any other asks its containers first; big
-runs are searched by worker processes that print exactly what one process prints."""
+(a cluster that cannot be reached does not matter), any other asks its containers first (its
+files searched meanwhile); big runs are searched by worker processes that print exactly what
+one process prints."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -196,3 +198,64 @@ def test_a_worker_that_fails_says_why(tmp_path: Path, monkeypatch: pytest.Monkey
     with pytest.raises(SparkError, match="grep failed: OSError: disk on fire"), \
             searching(paths, BlockSearch.of(LineFilter.parse("x")), workers=2) as sources:
         list(merge_found(sources))
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[Cli]:
+    """The local cluster, each command's timing marks in ``timing.log`` (which way it went)."""
+    run = sparktui_run({**local_env(tmp_path), "SPARKTUI_TIMING": str(tmp_path / "timing.log")})
+    yield run
+    run("down", SLUG)
+
+
+def history(run: Path, rows: int) -> None:
+    """``rows`` lines a rank put in front of each rank's file, the cursors moved along (a run
+    that has been up for hours: 4 x 9.5 MB, enough for the search's workers)."""
+    cursors = json.loads((run / "cursors.json").read_text())
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    for rank in range(4):
+        data = "".join(f"{stamp(start + timedelta(milliseconds=10 * i + rank))}\tDecode batch. "
+                       f"#running-req: {(i * 7 + rank) % 65}, #token: {i * 13}, history\n"
+                       for i in range(rows)).encode()
+        path = run / f"r{rank}.log"
+        path.write_bytes(data + path.read_bytes())
+        cursors[str(rank)]["lines"] += rows
+        cursors[str(rank)]["bytes"] += len(data)
+    (run / "cursors.json").write_text(json.dumps(cursors))
+
+
+def test_a_live_run_is_searched_while_caught_up(live: Cli, tmp_path: Path) -> None:
+    """A live run: what its files hold is searched while another process catches up, then what
+    the catch-up added; when the catch-up rewrote a file (a rank's file cut back to its cursor,
+    a rank's file made anew) it is searched again. Every time, exactly the lines the files hold
+    once caught up, merged in capture order; never a line the catch-up cut off."""
+    timing = tmp_path / "timing.log"
+    up = live("up", SLUG, "--wait")
+    assert up.returncode == 0, up.stderr
+    run = next((tmp_path / "state" / "sparktui" / "runs").iterdir())
+    history(run, 110_000)
+
+    def logs(*words: str) -> tuple[list[str], str]:
+        timing.unlink(missing_ok=True)
+        time.sleep(1.5)  # the ranks write on: there is something to catch up
+        res = live("logs", SLUG, *words)
+        assert res.returncode == 0, res.stderr
+        return res.stdout.splitlines(), timing.read_text()
+
+    for words in (("--grep", "#running-req: 6[0-4],"), ()):
+        lines, marks = logs(*words)
+        assert lines == expected(run, words[1] if words else "")
+        assert "search: 4 workers" in marks and "logs: printed" in marks
+        assert "searched again" not in marks
+    with (run / "r1.log").open("a") as f:  # left by a follower killed before saving its cursor
+        f.write("2026-01-01T00:00:00.5Z\tDecode batch. #running-req: 61, cut off\n" * 3)
+    lines, marks = logs("--grep", "#running-req: 6[0-4],")
+    assert "searched again" in marks and not any("cut off" in line for line in lines)
+    assert lines == expected(run, "#running-req: 6[0-4],")
+    cursors = json.loads((run / "cursors.json").read_text())
+    del cursors["3"]
+    (run / "cursors.json").write_text(json.dumps(cursors))
+    (run / "r3.log").unlink()  # caught up from its container's start
+    lines, marks = logs()
+    assert "searched again" in marks and lines == expected(run, "")
+    assert any(line.startswith("r3 ") for line in lines)

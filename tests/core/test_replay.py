@@ -1,9 +1,13 @@
 """Attaching to a long run: the checks fed only the lines their regexes match (searched in
 blocks, ``core.replay``) end exactly as when fed every line since the restart, and the last lines
-are the same, numbered as ``RankLog.read`` numbers them."""
+are the same, numbered as ``RankLog.read`` numbers them; a search kept in the run's folder
+(``ReplayCache``) and continued after more lines finds what a search of the whole file finds."""
 
 from __future__ import annotations
 
+import json
+import os
+import stat
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -14,7 +18,7 @@ from sparktui.core.cluster import local_cluster
 from sparktui.core.engines import engine
 from sparktui.core.plan import build_plan
 from sparktui.core.recipe import load_recipe
-from sparktui.core.replay import deciding_lines, last_lines
+from sparktui.core.replay import REPLAY_FILE, ReplayCache, deciding_lines, last_lines
 from sparktui.core.runstore import RankLog
 from tests.conftest import RECIPES, SEED
 
@@ -44,9 +48,9 @@ def checks_of(recipe: Path, *extra: str) -> BootChecks:
     return bc
 
 
-def write(path: Path, rows: list[str]) -> None:
-    with path.open("wb") as f:
-        for i, text in enumerate(rows):
+def write(path: Path, rows: list[str], first: int = 0, mode: str = "wb") -> None:
+    with path.open(mode) as f:
+        for i, text in enumerate(rows, first):
             stamp = f"2026-12-03T10:00:{i % 60:02d}.{i:09d}Z"
             f.write(f"{stamp}\t{text}\n".encode() if i % 17 else f"{stamp}\t{text}\r\n".encode())
 
@@ -87,3 +91,79 @@ def test_lines_across_many_blocks_are_numbered_as_read(tmp_path: Path) -> None:
     assert deciding_lines(path, 0, bc.open_patterns(0)) == [(150_001, "KV cache ready: #tokens=1")]
     assert deciding_lines(path, 150_001, bc.open_patterns(0)) == []
     assert last_lines(path, 0, 2) == [line[31:-1].decode()] * 2
+
+
+def decisions(bc: BootChecks) -> list[object]:
+    return [(k, s.state, s.match) for k, s in sorted(bc.status.items())]
+
+
+@settings(max_examples=80, deadline=None)
+@given(rows=st.lists(st.sampled_from(PIECES), max_size=60),
+       more=st.lists(st.sampled_from(PIECES), max_size=60), after=st.integers(0, 40),
+       rank=st.integers(0, 3), seed=st.booleans(),
+       change=st.sampled_from(["append", "rewrite", "shorter", "rewound", "cut", "none"]))
+def test_a_kept_search_continued_decides_as_every_line_does(
+        tmp_path_factory: object, rows: list[str], more: list[str], after: int, rank: int,
+        seed: bool, change: str) -> None:
+    """The run's first attach searches the whole file and keeps what it found; the next, after
+    the file grew (or was written again, cut, rewound, or ended inside a line), finds exactly
+    the lines a search of the whole file finds, and the checks decide as fed every line."""
+    folder = tmp_path_factory.mktemp("kept")  # type: ignore[attr-defined]
+    path = folder / f"r{rank}.log"
+    write(path, rows)
+    recipe = SEED if seed else RECIPES / "demo-tp4" / "recipe.toml"
+    patterns = checks_of(recipe, "re:ready$").open_patterns(rank)
+    cache = ReplayCache.load(folder / REPLAY_FILE)
+    assert deciding_lines(path, after, patterns, cache, rank) == deciding_lines(path, after, patterns)
+    cache.save()
+    rewinds = 0
+    if change == "append":
+        write(path, more, len(rows), "ab")
+    elif change == "rewrite":  # the same size or more, other lines: the kept search is stale
+        write(path, list(reversed(rows)) + more)
+    elif change == "shorter":
+        write(path, rows[: len(rows) // 2])
+    elif change == "rewound":  # cut back by a reattach (its event counted), then written again
+        write(path, rows[: len(rows) // 2] + more)
+        rewinds = 1
+    elif change == "cut":  # the last line still being written
+        with path.open("ab") as f:
+            f.write(b"2026-12-03T10:00:00.5Z\tready\r")
+        write(path, more, len(rows), "ab")
+    want = checks_of(recipe, "re:ready$")
+    want.feed(rank, [(no, text) for no, _ts, text in RankLog(path).read() if no > after])
+    got = checks_of(recipe, "re:ready$")
+    again = ReplayCache.load(folder / REPLAY_FILE)
+    found = deciding_lines(path, after, got.open_patterns(rank), again, rank, rewinds)
+    assert found == deciding_lines(path, after, got.open_patterns(rank))
+    got.feed(rank, found)
+    assert decisions(got) == decisions(want)
+
+
+def test_a_kept_search_is_read_and_only_the_new_lines_searched(tmp_path: Path) -> None:
+    """What was kept is taken as it is (the lines before its place are not searched again),
+    private to the operator; other patterns, or another file in the place, search it whole."""
+    path = tmp_path / "r0.log"
+    write(path, PIECES * 3)
+    patterns = checks_of(RECIPES / "demo-tp4" / "recipe.toml").open_patterns(0)
+    kept = tmp_path / REPLAY_FILE
+    cache = ReplayCache.load(kept)
+    whole = deciding_lines(path, 0, patterns, cache, 0)
+    cache.save()
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    entries = json.loads(kept.read_text())
+    assert entries["0"]["offset"] == path.stat().st_size and entries["0"]["lines"] == 36
+    entries["0"]["found"] = [[1, "kept, not searched again"]]
+    kept.write_text(json.dumps(entries))
+    write(path, ["KV cache ready: #tokens=1"], 36, "ab")
+    assert deciding_lines(path, 0, patterns, ReplayCache.load(kept), 0) == [
+        (1, "kept, not searched again"), (37, "KV cache ready: #tokens=1")]
+    assert deciding_lines(path, 0, patterns[:1], ReplayCache.load(kept), 0) == \
+        deciding_lines(path, 0, patterns[:1])
+    os.rename(path, tmp_path / "r0.old")  # kept: the new file cannot take its inode
+    write(path, PIECES * 3 + ["KV cache ready: #tokens=1"])  # another inode, the same bytes
+    assert deciding_lines(path, 0, patterns, ReplayCache.load(kept), 0) == \
+        [*whole, (37, "KV cache ready: #tokens=1")]
+    kept.write_text("{not json")
+    assert deciding_lines(path, 0, patterns, ReplayCache.load(kept), 0) == \
+        [*whole, (37, "KV cache ready: #tokens=1")]
