@@ -359,17 +359,16 @@ class MainScreen(Screen[None]):
             idle = "Waiting for the first line…"
         self.logs.model.set(idle_text=idle)
         if session is None:
-            table.border_title = "Ranks"
-            table.border_subtitle = "open a recipe: ↑↓ enter in Recipes"
+            table.set_titles("Ranks", "open a recipe: ↑↓ enter in Recipes")
         else:
             cluster = session.plan.cluster_name
-            table.border_title = content(f"Ranks · {session.slug} on {cluster} · "
-                                         f"{session.world} node{'s' if session.world != 1 else ''}")
             run = self.state.run_id
             state = f"{self.busy}…" if self.busy else (f"run {run}" if run else "not running")
             canary = (f"{self.canary.sentence(self.options.wall_clock(), brief=True)} · "
                       if self.canary is not None else "")
-            table.border_subtitle = content(f"{state} · {canary}↑↓ select · r restart")
+            table.set_titles(content(f"Ranks · {session.slug} on {cluster} · "
+                                     f"{session.world} node{'s' if session.world != 1 else ''}"),
+                             content(f"{state} · {canary}↑↓ select · r restart"))
         self.update_detail()
 
     def update_detail(self) -> None:

@@ -274,14 +274,14 @@ class LogPanel(Vertical):
         batches, self._pending = self._pending, []
         if not batches:
             return
-        lines = self.model.kept(batches[0] if len(batches) == 1 else merge(batches))
-        if self.model.grid:
-            for rank, batch in _by_rank(lines).items():
-                pane = self.panes.view(rank)
-                if pane is not None:
-                    pane.append(batch)
+        if self.model.grid:  # each batch is one rank's, in order: to its pane, not merged
+            for batch in batches:
+                pane = self.panes.view(batch[0][RANK])
+                kept = self.model.kept(batch)
+                if pane is not None and kept:
+                    pane.append(kept)
         else:
-            self.view.append(lines)
+            self.view.append(self.model.kept(batches[0] if len(batches) == 1 else merge(batches)))
         self._shown_changed()
 
     def _drop_pending(self) -> None:

@@ -2,8 +2,9 @@
 temperature and power, free disk where the recipe stages data. On a DGX Spark the GPU has no
 memory of its own: memory is MemAvailable of the unified pool, and says so.
 
-A sample builds its node's line again, not the table: at 32 nodes (16 samples a second) the
-whole table built and converted for every sample was 7 % of a core (docs/benchmarks.md).
+A sample builds and repaints its node's line, not the table (a line-API widget, like the log
+view): at 32 nodes, 16 samples a second, the whole table built for every sample and rendered
+again in nearly every frame was a tenth of a core (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ from collections import deque
 
 from rich.text import Text
 from textual.content import Content
+from textual.geometry import Region, Size
 from textual.reactive import var
-from textual.widgets import Static
+from textual.strip import Strip
+from textual.visual import Visual
+from textual.widget import Widget
 
 from sparktui.backend.events import NodeTelemetry
 from sparktui.core.controls import visible
@@ -34,27 +38,28 @@ def gib(n: int) -> str:
     return f"{n / 2**30:.1f}"
 
 
-class NodesPanel(Static):
-    """Rendered from the latest NodeTelemetry of each node; nothing here samples."""
+class NodesPanel(Widget):
+    """Rendered from the latest NodeTelemetry of each node; nothing here samples. Its height is
+    its line count (a header and a line per node)."""
 
     DEFAULT_CSS = """
     NodesPanel { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__("", id=id)
+        super().__init__(id=id)
         self.nodes: list[str] = []
         self.latest: dict[str, NodeTelemetry] = {}
         self.history: dict[str, deque[float]] = {}
-        self._rows = -1  # lines of the text on screen
-        self._lines: dict[str, Content] = {}  # each node's line as last built
-        self._width = -1  # the node column's width the lines were built for
+        self._lines: list[Content] = [Content()]  # the header, then each node's line
+        self._strips: dict[int, Strip] = {}  # rendered lines, by row, for ``_strips_for``
+        self._strips_for: tuple[int, object] = (0, None)  # (width, style) they were rendered at
+        self._subtitle_shown: Content | None = None
 
     def setup(self, nodes: list[str]) -> None:
         self.nodes = list(dict.fromkeys(nodes))
         self.latest.clear()
         self.history = {n: deque(maxlen=HISTORY) for n in self.nodes}
-        self._lines.clear()
         self.refresh_table()
 
     sample: var[NodeTelemetry | None] = var(None, always_update=True, init=False)
@@ -66,37 +71,45 @@ class NodesPanel(Static):
         self.latest[t.node] = t
         if t.status == "ok" and t.sample is not None and t.sample.mem_total:
             self.history[t.node].append(t.sample.mem_available / t.sample.mem_total)
-        self._lines.pop(t.node, None)
-        self.refresh_table()
+        row = self.nodes.index(t.node) + 1
+        line = self._line(t.node, self._node_width())
+        old = self._lines[row]
+        if line.plain != old.plain or line.spans != old.spans:  # Content's == reads the text only
+            self._lines[row] = line
+            self._strips.pop(row, None)
+            self.refresh(Region(0, row, self.size.width, 1))
+        self._warned()
 
     @property
     def warnings(self) -> list[str]:
         return [f"{n}: {text}" for n, t in self.latest.items() for _code, text in t.warnings]
 
+    def _node_width(self) -> int:
+        return max((len(n) for n in self.nodes), default=4)
+
     def refresh_table(self) -> None:
         """Fixed-width columns, one line per node: it reads like the rank table above it."""
-        w = max((len(n) for n in self.nodes), default=4)
-        if w != self._width:
-            self._lines.clear()
-            self._width = w
+        w = self._node_width()
         header = Content(f"{'node':<{w}}  {'state':<11} {'memory free':<24} {'trend':<12} "
-                         f"{'gpu':<14} disk free")
-        lines = [header]
-        for node in self.nodes:
-            line = self._lines.get(node)
-            if line is None:
-                line = self._lines[node] = Content.from_rich_text(self._line(node, w))
-            lines.append(line)
+                         f"{'gpu':<14} disk free").stylize_before("dim")
+        rows = len(self._lines)
+        self._lines = [header, *(self._line(node, w) for node in self.nodes)]
+        self._strips.clear()
         # Its height is its line count: the same lines with new numbers need no layout of the
         # whole screen (every node's sample, every 2 s, asked for one).
-        rows = len(self.nodes) + 1
-        self.update(Content("\n").join(lines).stylize_before("dim"), layout=rows != self._rows)
-        self._rows = rows
+        self.refresh(layout=len(self._lines) != rows)
+        self._warned()
+
+    def _warned(self) -> None:
         self.set_class(bool(self.warnings), "-warning")
         self._subtitle()
 
-    def _line(self, node: str, w: int) -> Text:
-        """One node's line (its name ``w`` wide), from its latest sample."""
+    def _line(self, node: str, w: int) -> Content:
+        """One node's line (its name ``w`` wide), from its latest sample; the panel's text is
+        dim where a part says nothing else."""
+        return Content.from_rich_text(self._text(node, w)).stylize_before("dim")
+
+    def _text(self, node: str, w: int) -> Text:
         out = Text(f"{visible(node):<{w}}  ")
         t = self.latest.get(node)
         if t is None:
@@ -133,8 +146,39 @@ class NodesPanel(Static):
 
     def _subtitle(self) -> None:
         # a warning quotes the recipe (a staging dst: "low disk on /srv/[@click=...]"): text
-        if self.warnings:
-            self.border_subtitle = content("⚠ " + self.warnings[0])
+        warnings = self.warnings
+        if warnings:
+            subtitle = content("⚠ " + warnings[0])
         else:
-            self.border_subtitle = content(f"{self.allocation} · m hide" if self.allocation
-                                           else "m hide")
+            subtitle = content(f"{self.allocation} · m hide" if self.allocation else "m hide")
+        if subtitle != self._subtitle_shown:  # setting it repaints the whole panel
+            self._subtitle_shown = subtitle
+            self.border_subtitle = subtitle
+
+    # -- rendering: a line at a time --------------------------------------------------------
+    def render(self) -> Content:
+        """The whole table (what an export or a test reads; the screen paints line by line)."""
+        return Content("\n").join(self._lines)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._lines)
+
+    def get_content_width(self, container: Size, viewport: Size) -> int:
+        return max((line.cell_length for line in self._lines), default=0)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips.clear()
+
+    def render_line(self, y: int) -> Strip:
+        width, style = self.size.width, self.visual_style
+        if self._strips_for != (width, style):
+            self._strips_for = (width, style)
+            self._strips.clear()
+        strip = self._strips.get(y)
+        if strip is None:
+            if y >= len(self._lines):
+                return Strip.blank(width, style.rich_style)
+            strips = Visual.to_strips(self, self._lines[y], width, 1, style)
+            strip = self._strips[y] = strips[0] if strips else Strip.blank(0)
+        return strip
