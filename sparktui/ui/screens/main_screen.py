@@ -502,9 +502,12 @@ class MainScreen(Screen[None]):
     # -- widget messages ------------------------------------------------------------------------
     @on(RankTable.Selected)
     def _rank_selected(self, event: RankTable.Selected) -> None:
-        """The selected rank drives the log: a one-rank view follows the selection."""
+        """The selected rank drives the log: a one-rank view follows the selection, and side by
+        side beyond the grid its tab comes to the front."""
         if self.logs.model.shown is not None and self.logs.model.shown != event.rank:
             self.logs.show_ranks(event.rank)
+        elif self.logs.model.grid:
+            self.logs.panes.show(event.rank)
         self.update_detail()
 
     @on(DataTable.RowSelected, "#ranks")
@@ -561,7 +564,7 @@ class MainScreen(Screen[None]):
         self.logs.escape()
 
     async def action_toggle_grid(self) -> None:
-        await self.logs.toggle_grid(list(self.ranks_table.nodes))
+        await self.logs.toggle_grid(list(self.ranks_table.nodes), self.ranks_table.selected_rank)
 
     def action_toggle_follow(self) -> None:
         self.logs.toggle_follow()

@@ -160,8 +160,9 @@ class LogPanel(Vertical):
         self._set_grid(False)
         self.rebuild()
 
-    async def toggle_grid(self, nodes: list[str]) -> None:
-        """A pane per rank (``nodes[rank]`` names its node), or back to the one view."""
+    async def toggle_grid(self, nodes: list[str], rank: int | None = None) -> None:
+        """A pane per rank (``nodes[rank]`` names its node), or back to the one view; the grid
+        opens at ``rank``'s pane (the selected rank: its tab in front beyond the grid)."""
         if not self.model.grid:
             if not nodes:
                 return
@@ -169,7 +170,9 @@ class LogPanel(Vertical):
             self.model.shown = None
         self._set_grid(not self.model.grid)
         self.rebuild()
-        self.focus_view()
+        if self.model.grid and rank is not None:
+            self.panes.show(rank)
+        self.focus_view(rank)
 
     def _set_grid(self, grid: bool) -> None:
         self.model.grid = grid

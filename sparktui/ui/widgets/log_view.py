@@ -5,8 +5,9 @@ with ``r<rank>`` in the rank's theme colour. Long lines scroll sideways, or wrap
 A cursor marks one line: the current grep match, or where a boot check's line was found.
 
 A view that a container above hides (a tab of the grid not in front) keeps taking lines but lays
-them out only when it is painted again (``_catch_up``): 24 of 32 panes are hidden, and laying out
-and scrolling each of them on every batch and every key was a third of the console's time.
+them out only when it is painted again (``_catch_up``): at 32 ranks (a tab a rank) 31 panes are
+hidden, and laying out and scrolling each of them on every batch and every key was a third of
+the console's time.
 """
 
 from __future__ import annotations
