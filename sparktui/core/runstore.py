@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from sparktui.core.names import check_name, child, is_safe
-from sparktui.core.private import private_dir, private_mkdir, private_open, write_private
+from sparktui.core.private import opener, private_dir, private_mkdir, private_open, write_private
 from sparktui.core.redact import Redactor
 
 TYPE_CHECKING = False  # ``typing`` is not imported on the path of ``sparktui logs`` (2 ms)
@@ -49,8 +49,17 @@ def ts_epoch(ts: str | None) -> float | None:
     from datetime import datetime, timezone
 
     base, _, frac = ts.rstrip("Z").partition(".")
+    head = base[:19]
+    # The usual shape is read by position: strptime took 5x as long, and every batch of lines
+    # of every rank is stamped twice (the follower's progress, the console's quiet column).
+    fields = (head[:4], head[5:7], head[8:10], head[11:13], head[14:16], head[17:19])
     try:
-        whole = datetime.strptime(base[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+        if len(head) == 19 and head[4] + head[7] + head[10] + head[13] + head[16] == "--T::" \
+                and "".join(fields).isdigit():
+            year, month, day, hour, minute, second = (int(f) for f in fields)
+            whole = datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
+        else:
+            whole = datetime.strptime(head, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
     except ValueError:
         return None
     digits = "".join(ch for ch in frac if ch.isdigit())[:9]
@@ -63,6 +72,7 @@ class RankLog:
     def __init__(self, path: Path, count: int = -1) -> None:
         self.path = path
         self.count = count  # lines in the file; -1 until counted
+        self._out: IO[bytes] | None = None  # open for appending while lines come (``append``)
 
     def _ensure_count(self) -> None:
         """The file's lines counted as a binary read of them counts (a last line without its
@@ -87,7 +97,13 @@ class RankLog:
         return True
 
     def append(self, lines: list[tuple[str, str]]) -> list[tuple[int, str, str]]:
-        """Append and return ``(line_no, ts, text)`` for each line."""
+        """Append and return ``(line_no, ts, text)`` for each line.
+
+        The file stays open between batches (``close`` ends that): an open and a close for
+        every batch was a fifth of the follower's time under 32 flooding ranks. Each batch is
+        written straight through (unbuffered, ``O_APPEND``), so what ``append`` returned is in
+        the file, as when it was opened and closed for each batch, and a ``truncate`` through
+        another handle leaves the next batch at the new end."""
         self._ensure_count()
         numbered = []
         buf = []
@@ -96,9 +112,24 @@ class RankLog:
             self.count += 1
             numbered.append((self.count, ts, clean))
             buf.append(f"{ts}\t{clean}\n")
-        with private_open(self.path, "a", encoding="utf-8", errors="replace") as f:
-            f.write("".join(buf))
+        data = memoryview("".join(buf).encode("utf-8", "replace"))
+        if self._out is None:
+            self._out = open(self.path, "ab", buffering=0, opener=opener)  # noqa: SIM115
+        while data:
+            written = self._out.write(data)
+            if not written:
+                raise OSError(f"nothing could be written to {self.path}")
+            data = data[written:]
         return numbered
+
+    def close(self) -> None:
+        """Let go of the file (``append`` opens it again when it needs to)."""
+        if self._out is not None:
+            out, self._out = self._out, None
+            out.close()
+
+    def __del__(self) -> None:
+        self.close()
 
     def truncate(self, lines: int, size: int | None = None) -> int:
         """Keep the first ``lines`` lines (``size`` bytes, when known: no reading); returns how
@@ -373,8 +404,14 @@ class Run:
         self._cursors = None  # the previous follower may have saved newer ones
         return True
 
+    def close_logs(self) -> None:
+        """Close the rank files kept open for appending."""
+        for log in self._logs.values():
+            log.close()
+
     def unlock(self) -> None:
         self.save_cursors()
+        self.close_logs()
         if self._lock is not None:
             fcntl.flock(self._lock.fileno(), fcntl.LOCK_UN)
             self._lock.close()

@@ -85,7 +85,12 @@ class LogModel:
     def cap(self, ranks: list[int]) -> int:
         """Lines a view may hold: the shown ranks' windows (the same line objects as the store:
         no memory of its own), or under grep the newest `window` matches (lines that left the
-        windows are held by the view alone, so they are bounded like one more window)."""
+        windows are held by the view alone, so they are bounded like one more window). Side by
+        side under grep the panes share that one window: a window each held up to 32 more
+        windows' worth of lines, and the console's memory grew for minutes after the ranks'
+        windows had filled (docs/benchmarks.md, the console at 32 ranks)."""
+        if self.grid and self.line_filter.active:
+            return max(1, self.store.window // max(1, len(ranks)))
         per_view = 1 if self.grid or self.line_filter.active else len(ranks)
         return max(1, self.store.window * per_view)
 

@@ -32,6 +32,24 @@ def test_truncate_keeps_the_first_lines(tmp_path: Path) -> None:
     assert runstore.RankLog(log.path).lines == 5  # counted again from the file
 
 
+def test_appends_through_the_open_file_land_after_a_cut_and_are_on_disk_at_once(tmp_path: Path) -> None:
+    run = RunStore(tmp_path).create("demo")
+    assert run.try_lock()
+    log = run.log(0)
+    log.append(lines(1, 6))
+    assert runstore.RankLog(log.path).lines == 6  # another reader sees each batch at once
+    log.truncate(3)  # through another handle, as a resume cuts a file back
+    log.append([("2026-01-01T00:00:09.000000Z", "nine\nlines \ud800 here\r")])
+    raw = log.path.read_bytes()
+    assert b"\0" not in raw  # the open file appends at the end, never where it was
+    assert [text for _, _, text in runstore.RankLog(log.path).read()] == [
+        "line 1", "line 2", "line 3", "nine lines ? here"]
+    assert log.path.stat().st_mode & 0o777 == 0o600
+    run.unlock()  # lets go of the rank files
+    assert log._out is None
+    assert log.append(lines(5, 1))[0][0] == 5  # and opens again when lines come
+
+
 def test_the_follower_saves_cursors_at_most_every_half_second(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     now = [100.0]

@@ -61,6 +61,18 @@ def test_the_model_picks_what_the_view_takes_and_counts_hidden_probes() -> None:
     assert [line[3] for line in shown] == ["ready", "ready again"] and not scan  # all in memory
 
 
+def test_the_views_hold_one_window_of_matches_beyond_the_store_in_the_grid_too() -> None:
+    model = LogModel(LogStore(32, window=10_000))
+    ranks = model.ranks()
+    assert model.cap(ranks) == 320_000  # every window, merged: the store's own lines
+    model.grid = True
+    assert model.cap(ranks) == 10_000  # a pane: its rank's window
+    model.line_filter = LineFilter.parse("x")
+    assert model.cap(ranks) == 312  # side by side under grep the panes share one window
+    model.grid = False
+    assert model.cap(ranks) == 10_000  # the one view under grep: one window of matches
+
+
 def test_a_newer_sample_of_the_same_node_replaces_a_queued_one() -> None:
     t = [NodeTelemetry("n1", "ok", age_s=i) for i in range(3)]
     assert supersedes(t[1], t[0]) and BackendEvent(t[0]).can_replace(BackendEvent(t[1]))

@@ -124,3 +124,26 @@ async def test_side_by_side_beyond_eight_ranks_is_tabs() -> None:
         assert [{ln[RANK] for ln in pane.lines} for pane in panel.panes.views] == [{r} for r in range(10)]
         await panel.toggle_grid([])  # g again: the merged view
         assert not panel.model.grid and len(panel.view.lines) == 20
+
+
+async def test_side_by_side_opens_at_the_selected_rank_and_a_hidden_pane_catches_up() -> None:
+    async with opened(32, 1_000) as (pilot, panel, _view):
+        for rank in range(32):
+            feed(panel, rank, 1, 2, rank)
+        await panel.toggle_grid([f"n{r}" for r in range(32)], rank=20)  # rank 20 was selected
+        await pilot.pause()
+        tabs = panel.panes.query_one(TabbedContent)
+        pane = panel.panes.view(20)
+        assert tabs.active == "rank-tab-20" and pane is not None and pane.has_focus
+        hidden = panel.panes.view(5)
+        assert hidden is not None
+        for tick in range(40, 60):  # a flood into a pane whose tab is not in front
+            feed(panel, 5, 3 + (tick - 40) * 10, 10, tick)
+        panel.toggle_wrap()
+        await pilot.pause(FLUSH_S * 3)
+        assert len(hidden.lines) == 202 and hidden.wrap  # taken, and laid out later
+        panel.panes.show(5)
+        await pilot.pause()
+        assert hidden.max_scroll_y > 0 and hidden.scroll_y == hidden.max_scroll_y  # at the end
+        assert "odd 201" in "".join(seg.text for strip in hidden.render_lines(hidden.size.region)
+                                    for seg in strip)

@@ -359,17 +359,16 @@ class MainScreen(Screen[None]):
             idle = "Waiting for the first line…"
         self.logs.model.set(idle_text=idle)
         if session is None:
-            table.border_title = "Ranks"
-            table.border_subtitle = "open a recipe: ↑↓ enter in Recipes"
+            table.set_titles("Ranks", "open a recipe: ↑↓ enter in Recipes")
         else:
             cluster = session.plan.cluster_name
-            table.border_title = content(f"Ranks · {session.slug} on {cluster} · "
-                                         f"{session.world} node{'s' if session.world != 1 else ''}")
             run = self.state.run_id
             state = f"{self.busy}…" if self.busy else (f"run {run}" if run else "not running")
             canary = (f"{self.canary.sentence(self.options.wall_clock(), brief=True)} · "
                       if self.canary is not None else "")
-            table.border_subtitle = content(f"{state} · {canary}↑↓ select · r restart")
+            table.set_titles(content(f"Ranks · {session.slug} on {cluster} · "
+                                     f"{session.world} node{'s' if session.world != 1 else ''}"),
+                             content(f"{state} · {canary}↑↓ select · r restart"))
         self.update_detail()
 
     def update_detail(self) -> None:
@@ -503,9 +502,12 @@ class MainScreen(Screen[None]):
     # -- widget messages ------------------------------------------------------------------------
     @on(RankTable.Selected)
     def _rank_selected(self, event: RankTable.Selected) -> None:
-        """The selected rank drives the log: a one-rank view follows the selection."""
+        """The selected rank drives the log: a one-rank view follows the selection, and side by
+        side beyond the grid its tab comes to the front."""
         if self.logs.model.shown is not None and self.logs.model.shown != event.rank:
             self.logs.show_ranks(event.rank)
+        elif self.logs.model.grid:
+            self.logs.panes.show(event.rank)
         self.update_detail()
 
     @on(DataTable.RowSelected, "#ranks")
@@ -562,7 +564,7 @@ class MainScreen(Screen[None]):
         self.logs.escape()
 
     async def action_toggle_grid(self) -> None:
-        await self.logs.toggle_grid(list(self.ranks_table.nodes))
+        await self.logs.toggle_grid(list(self.ranks_table.nodes), self.ranks_table.selected_rank)
 
     def action_toggle_follow(self) -> None:
         self.logs.toggle_follow()

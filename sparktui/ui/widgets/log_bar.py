@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
+from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
@@ -39,17 +40,26 @@ class LogBar(Widget):
 
     state: reactive[LogBarState] = reactive(LogBarState, layout=False)
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._views: tuple[tuple[object, ...], Content] | None = None  # (what for, the ranks part)
+
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self.refresh()  # another theme: the rank colours are theme variables
 
-    def render(self) -> Text:
+    def render(self) -> Content:
         return self.render_state(self.state)
 
-    def render_state(self, s: LogBarState) -> Text:
+    def _ranks_part(self, s: LogBarState) -> Content:
+        """`` all  r0  r1 ...`` with the shown one marked: built when the ranks, the shown one
+        or the colours change, not at every repaint (32 ranks' labels were most of the bar's
+        4.8 ms a repaint, and under a flood the bar repaints at every batch)."""
         colors = rank_colors(self.app.theme_variables)
-        accent, muted = ink(self, "log-bar--accent"), ink(self, "log-bar--muted")
-        out = Text(no_wrap=True, overflow="ellipsis")
+        key = (s.world, s.shown, tuple(colors))
+        if self._views is not None and self._views[0] == key:
+            return self._views[1]
+        out = Text()
         views = [("all", None), *((f"r{r}", r) for r in range(s.world))]
         for label, rank in views:
             style = colors[rank % len(colors)] if rank is not None else ""
@@ -58,6 +68,13 @@ class LogBar(Widget):
             else:
                 out.append(f" {label} ", style)
         out.append("  ")
+        part = Content.from_rich_text(out)
+        self._views = (key, part)
+        return part
+
+    def render_state(self, s: LogBarState) -> Content:
+        accent, muted = ink(self, "log-bar--accent"), ink(self, "log-bar--muted")
+        out = Text(no_wrap=True, overflow="ellipsis")
         if s.note:
             out.append(s.note, accent)
         elif s.grep_error:
@@ -87,4 +104,4 @@ class LogBar(Widget):
             flags.append("time")
         out.append("  ")
         out.append(" · ".join(flags), muted if s.follow else ink(self, "log-bar--warning"))
-        return out
+        return self._ranks_part(s) + Content.from_rich_text(out)

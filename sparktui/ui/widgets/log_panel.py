@@ -160,8 +160,9 @@ class LogPanel(Vertical):
         self._set_grid(False)
         self.rebuild()
 
-    async def toggle_grid(self, nodes: list[str]) -> None:
-        """A pane per rank (``nodes[rank]`` names its node), or back to the one view."""
+    async def toggle_grid(self, nodes: list[str], rank: int | None = None) -> None:
+        """A pane per rank (``nodes[rank]`` names its node), or back to the one view; the grid
+        opens at ``rank``'s pane (the selected rank: its tab in front beyond the grid)."""
         if not self.model.grid:
             if not nodes:
                 return
@@ -169,7 +170,9 @@ class LogPanel(Vertical):
             self.model.shown = None
         self._set_grid(not self.model.grid)
         self.rebuild()
-        self.focus_view()
+        if self.model.grid and rank is not None:
+            self.panes.show(rank)
+        self.focus_view(rank)
 
     def _set_grid(self, grid: bool) -> None:
         self.model.grid = grid
@@ -274,14 +277,14 @@ class LogPanel(Vertical):
         batches, self._pending = self._pending, []
         if not batches:
             return
-        lines = self.model.kept(batches[0] if len(batches) == 1 else merge(batches))
-        if self.model.grid:
-            for rank, batch in _by_rank(lines).items():
-                pane = self.panes.view(rank)
-                if pane is not None:
-                    pane.append(batch)
+        if self.model.grid:  # each batch is one rank's, in order: to its pane, not merged
+            for batch in batches:
+                pane = self.panes.view(batch[0][RANK])
+                kept = self.model.kept(batch)
+                if pane is not None and kept:
+                    pane.append(kept)
         else:
-            self.view.append(lines)
+            self.view.append(self.model.kept(batches[0] if len(batches) == 1 else merge(batches)))
         self._shown_changed()
 
     def _drop_pending(self) -> None:

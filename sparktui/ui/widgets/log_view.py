@@ -3,11 +3,16 @@
 Only the rows on screen are rendered. Lines carry their rank, so the merged view prefixes each
 with ``r<rank>`` in the rank's theme colour. Long lines scroll sideways, or wrap (``wrap``).
 A cursor marks one line: the current grep match, or where a boot check's line was found.
+
+A view that a container above hides (a tab of the grid not in front) keeps taking lines but lays
+them out only when it is painted again (``_catch_up``): at 32 ranks (a tab a rank) 31 panes are
+hidden, and laying out and scrolling each of them on every batch and every key was a third of
+the console's time.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
@@ -23,6 +28,7 @@ from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widget import Widget
 
 from sparktui.core.controls import FORMAT_RANGES, written
 from sparktui.core.linefilter import NO_FILTER, LineFilter
@@ -108,16 +114,22 @@ class LogView(ScrollView, can_focus=True):
         self._rank_styles: list[Style] = []
         self._paint_style: Style | None = None  # the widget's style while a paint is under way
         self._paint_view: tuple[int, int, int] | None = None  # scroll x, y and width, meanwhile
+        self._stale = False  # hidden: the lines changed and are not laid out yet
+        self._stale_top: LogLine | None = None  # not following: the line at the top back then
         self.add_class("-following")
 
     # -- content ------------------------------------------------------------------------------
     def set_lines(self, lines: Sequence[LogLine], *, keep: LogLine | None = None) -> None:
         """Replace every line; scroll to the end when following, else to ``keep``."""
+        held = self._hold()
         self.lines = list(lines[-self.max_lines:])
         self.cursor = None
         self._cache.clear()
         self._lens = [_width(line[TEXT]) for line in self.lines]
         self._max_width = max(self._lens, default=0)
+        if held:  # back then: at ``keep``, else at the top
+            self._stale_top = keep if keep is not None else (self.lines[0] if self.lines else None)
+            return
         self._relayout()
         if self.follow:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
@@ -133,6 +145,7 @@ class LogView(ScrollView, can_focus=True):
         is merged in where it belongs."""
         if not lines:
             return
+        held = self._hold()
         start = len(self.lines)
         if self.lines and lines[0] < self.lines[-1]:
             start = bisect_right(self.lines, lines[0])
@@ -143,7 +156,7 @@ class LogView(ScrollView, can_focus=True):
             if self.cursor is not None and self.cursor >= start:
                 self.cursor = None
             self._cache.clear()
-            if self.wrap:
+            if self.wrap and not held:
                 del self._starts[start:]
                 self._rows = self._starts[-1] + self._height(len(self._starts) - 1) if self._starts else 0
         lens = [_width(line[TEXT]) for line in lines]
@@ -157,6 +170,9 @@ class LogView(ScrollView, can_focus=True):
             del self._lens[:drop]
             self.cursor = None if self.cursor is None or self.cursor < drop else self.cursor - drop
             self._cache.clear()
+        if held:
+            return
+        if excess > 0:
             self._relayout()
         else:
             self._extend_layout(start)
@@ -175,7 +191,8 @@ class LogView(ScrollView, can_focus=True):
     # -- options ------------------------------------------------------------------------------
     def set_options(self, *, prefix: bool | None = None, timestamps: bool | None = None,
                     wrap: bool | None = None) -> None:
-        anchor = self._anchor()
+        held = self._hold()
+        anchor = None if held else self._anchor()
         if prefix is not None:
             self.prefix = prefix
         if timestamps is not None:
@@ -183,6 +200,8 @@ class LogView(ScrollView, can_focus=True):
         if wrap is not None:
             self.wrap = wrap
         self._cache.clear()
+        if held:
+            return
         self._relayout()
         self._restore(anchor)
         self.refresh()
@@ -198,6 +217,8 @@ class LogView(ScrollView, can_focus=True):
         if follow:
             self.cursor = None
             self._cache.clear()
+            if self._hold():
+                return
             self.scroll_end(animate=False, immediate=True, x_axis=False)
             self.refresh()
 
@@ -210,6 +231,48 @@ class LogView(ScrollView, can_focus=True):
     def follow(self, follow: bool) -> None:
         self._follow = follow
         self.set_class(follow, "-following")
+
+    # -- hidden: lines taken, laid out when painted ----------------------------------------------
+    def _hidden(self) -> bool:
+        """Whether the view or a container above it is not displayed (a tab not in front, the
+        one view while the grid is shown)."""
+        node: object = self
+        while isinstance(node, Widget):
+            if not node.display:
+                return True
+            node = node.parent
+        return False
+
+    def _hold(self) -> bool:
+        """Before a change: True when hidden, and the change is laid out by ``_catch_up`` (the
+        line at the top now is noted, to bring back in sight then); shown, the layout is
+        brought up to date first and the change laid out at once."""
+        if not (self.is_mounted and self._hidden()):
+            self._catch_up()
+            return False
+        if not self._stale:
+            self._stale = True
+            if not self.follow and self.lines:
+                index = self._anchor()
+                self._stale_top = self.lines[min(index or 0, len(self.lines) - 1)]
+        return True  # no refresh: nothing of it is on screen, and render_lines catches up
+
+    def _catch_up(self) -> None:
+        """Lay out what changed while hidden, and scroll as it would have."""
+        if not self._stale:
+            return
+        self._stale = False
+        top, self._stale_top = self._stale_top, None
+        self._relayout()
+        if self.follow:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        elif top is not None and self.lines:
+            index = min(bisect_left(self.lines, top), len(self.lines) - 1)
+            self.scroll_to(y=self._row_of(index), animate=False, immediate=True)
+        self.refresh()
+
+    def on_show(self) -> None:
+        self._catch_up()
 
     # -- the operator scrolls: reading back pauses following, the end resumes it ---------------
     @dataclass
@@ -246,6 +309,8 @@ class LogView(ScrollView, can_focus=True):
             return self.cursor
         if not self.lines:
             return None
+        if self._stale:
+            return bisect_left(self.lines, self._stale_top) if self._stale_top is not None else None
         return self._line_at_row(int(self.scroll_y))[0]
 
     def _restore(self, anchor: int | None) -> None:
@@ -317,6 +382,9 @@ class LogView(ScrollView, can_focus=True):
         return self._starts[index] if index < len(self._starts) else self._rows
 
     def on_resize(self) -> None:
+        if self._stale:
+            self._catch_up()
+            return
         if self.wrap and self._text_width() != self._wrap_width:
             anchor = self._anchor()
             self._cache.clear()
@@ -328,6 +396,7 @@ class LogView(ScrollView, can_focus=True):
         """The line in the middle of the view: kept in sight when the lines are laid out again."""
         if not self.lines:
             return None
+        self._catch_up()
         row = int(self.scroll_y) + self.scrollable_content_region.height // 2
         return self.lines[min(self._line_at_row(row)[0], len(self.lines) - 1)]
 
@@ -335,6 +404,7 @@ class LogView(ScrollView, can_focus=True):
         """Scroll so line ``index`` sits in the middle of the view; mark it with the cursor."""
         if not 0 <= index < len(self.lines):
             return
+        self._catch_up()
         if set_cursor:
             self.follow = False
             self.cursor = index
@@ -348,6 +418,7 @@ class LogView(ScrollView, can_focus=True):
         """Move the cursor to the next (previous) line; False at the end."""
         if not self.lines:
             return False
+        self._catch_up()
         if self.cursor is None:
             top = self._line_at_row(int(self.scroll_y))[0]
             bottom = self._line_at_row(int(self.scroll_y) + self.scrollable_content_region.height - 1)[0]
@@ -372,6 +443,7 @@ class LogView(ScrollView, can_focus=True):
         return self._rank_styles[rank % len(self._rank_styles)]
 
     def render_lines(self, crop: Region) -> list[Strip]:
+        self._catch_up()  # shown again: before Show arrives, this frame already paints it
         # The widget's Rich style walks every ancestor, and the scroll offset and content
         # region are computed properties: once per paint, not for every row.
         self._paint_style = self.rich_style

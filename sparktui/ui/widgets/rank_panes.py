@@ -113,5 +113,5 @@ class RankPanes(Vertical):
     def show(self, rank: int) -> None:
         """Bring the rank's pane forward (its tab, beyond the grid)."""
         tabs = self.query(TabbedContent)
-        if tabs:
+        if tabs and rank in self._panes:
             tabs.first().active = f"rank-tab-{rank}"

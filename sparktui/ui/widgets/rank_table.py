@@ -11,11 +11,13 @@ colours come through ``COMPONENT_CLASSES``. The row under the cursor is the sele
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.style import Style
 from rich.text import Text
+from textual.content import Content
 from textual.message import Message
 from textual.reactive import var
 from textual.widgets import DataTable
@@ -90,6 +92,8 @@ class RankTable(CompactTable):
         self.last_line_at: dict[int, float] = {}
         self.values: dict[int, dict[str, Cell]] = {}  # what each cell shows
         self._ready = False  # mounting: the columns can be laid out
+        self._titles: tuple[str, str] | None = None  # as last set (``set_titles``)
+        self._inks: dict[str, Style] = {}  # each state's colour, until the styles change
 
     @property
     def world(self) -> int:
@@ -122,8 +126,12 @@ class RankTable(CompactTable):
     def watch_compact(self) -> None:
         self._rebuild()
 
-    def watch_snapshots(self) -> None:
-        self._paint()
+    def watch_snapshots(self, old: tuple[RankSnapshot | None, ...],
+                        new: tuple[RankSnapshot | None, ...]) -> None:
+        # the ranks whose snapshot changed (one, from a rank's event; at 32 ranks all 32 rows
+        # computed again for each of several events a second was 5 ms each time): the clock's
+        # columns of the others follow on the once-a-second paint
+        self._paint([r for r in range(len(new)) if r >= len(old) or old[r] is not new[r]])
 
     def watch_checks(self) -> None:
         self._paint()
@@ -136,6 +144,7 @@ class RankTable(CompactTable):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
+        self._inks = {}
         # another theme: the cells whose colours changed. Textual updates the component styles
         # after this call (reading them here would cache the old ones): paint after it.
         self.call_later(self._paint)
@@ -157,11 +166,11 @@ class RankTable(CompactTable):
         if self.row_count:
             self.move_cursor(row=min(max(cursor, 0), self.row_count - 1))
 
-    def _paint(self) -> None:
-        """The cells that changed since they were last drawn."""
+    def _paint(self, ranks: Iterable[int] | None = None) -> None:
+        """The cells that changed since they were last drawn (of ``ranks``; default: all)."""
         if not self._ready or not self.values:
             return
-        for rank in range(self.world):
+        for rank in range(self.world) if ranks is None else ranks:
             painted = self.values.get(rank)
             if painted is None:
                 continue
@@ -174,6 +183,13 @@ class RankTable(CompactTable):
     def _state(self, state: RankState) -> str:
         return f"rank-table--{state}"
 
+    def _ink(self, state: RankState) -> Style:
+        """The state's colour (``ink``), kept: every rank's event paints all 32 rows."""
+        style = self._inks.get(state)
+        if style is None:
+            style = self._inks[state] = ink(self, self._state(state))
+        return style
+
     def _cells(self, rank: int) -> dict[str, Cell]:
         snap = self.snapshots[rank] if rank < len(self.snapshots) else None
         summary = self.checks[rank] if rank < len(self.checks) else None
@@ -184,22 +200,30 @@ class RankTable(CompactTable):
             "quiet": "-"}
         if summary is not None:
             text, state = checks_text(summary)
-            cells["checks"] = Text(text, ink(self, self._state(state)) if text != "-" else "")
+            cells["checks"] = Text(text, self._ink(state) if text != "-" else "")
         if snap is None:
             return cells
-        cells["state"] = Text(snap.state, ink(self, self._state(snap.state)))
+        cells["state"] = Text(snap.state, self._ink(snap.state))
         code = snap.health
         cells["health"] = Text("-", "") if code is None else \
-            Text(str(code), ink(self, self._state("ready" if code == 200 else "booting")))
+            Text(str(code), self._ink("ready" if code == 200 else "booting"))
         cells["restarts"] = str(snap.restarts)
         if snap.started is not None and snap.state in LIVE:
             cells["up"] = uptime(self.clock() - snap.started)
         at = self.last_line_at.get(rank)
         if at is not None and snap.state in LIVE:
-            style = ink(self, self._state("booting")) if rank in self.stalled else ""
+            style = self._ink("booting") if rank in self.stalled else ""
             delta = self.wall() - at  # a node's clock a moment ahead is no line from the future
             cells["quiet"] = Text(uptime(max(0.0, delta) if delta > -5 else None), style)
         return cells
+
+    def set_titles(self, title: str | Content, subtitle: str | Content) -> None:
+        """The border's title and subtitle, set when they changed: each set repaints the whole
+        table, and every rank's event (32 ranks: several a second) sets them."""
+        said = (str(title), str(subtitle))
+        if said != self._titles:
+            self._titles = said
+            self.border_title, self.border_subtitle = title, subtitle
 
     def select(self, rank: int) -> None:
         if 0 <= rank < self.world:
