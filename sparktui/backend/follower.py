@@ -53,6 +53,12 @@ def _since_restart(log: RankLog, restart: dict[str, object] | None, patterns: li
             last_lines(log.path, after, recent, end) if recent else [])
 
 
+def _mark_written(info: RankInfo, numbered: list[tuple[int, str, str]]) -> None:
+    """The timing log's mark of a batch written to the rank's file (tests time the ingest by it)."""
+    if timing.enabled() and numbered:
+        timing.mark(f"rank {info.rank}: {len(numbered)} lines, the last written {numbered[-1][1]}")
+
+
 class LogFollower:
     def __init__(self, board: Board, runtimes: dict[str, Containers],
                  connect: Callable[[str], Awaitable[None]] | None = None) -> None:
@@ -151,9 +157,7 @@ class LogFollower:
         if run is not board.run:
             return
         if not checks:
-            if timing.enabled() and numbered:
-                timing.mark(f"rank {info.rank}: {len(numbered)} lines, the last written "
-                            f"{numbered[-1][1]}")
+            _mark_written(info, numbered)
             return
         info.last_lines.extend(text for _, _, text in numbered[-LAST_LINES:])
         said = last_progress(numbered, board.checks.request_line)
@@ -161,10 +165,9 @@ class LogFollower:
             info.last_line_at, info.last_line = ts_epoch(said[0]) or time.time(), said[1]
         seen = timing.enabled() and board.checks.ready_seen(info.rank)
         updates = board.checks.feed(info.rank, [(no, text) for no, _, text in numbered])
-        if timing.enabled() and numbered:
-            timing.mark(f"rank {info.rank}: {len(numbered)} lines, the last written {numbered[-1][1]}")
-            if not seen and board.checks.ready_seen(info.rank):
-                timing.mark(f"rank {info.rank}: ready line seen")
+        _mark_written(info, numbered)
+        if timing.enabled() and numbered and not seen and board.checks.ready_seen(info.rank):
+            timing.mark(f"rank {info.rank}: ready line seen")
         if updates:
             board.checks_changed(updates)
             board.apply_checks(info, {no: ts for no, ts, _ in numbered})

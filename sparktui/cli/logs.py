@@ -21,7 +21,7 @@ from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.controls import visible, visible_bytes
 from sparktui.core.errors import SparkError
 from sparktui.core.linefilter import LineFilter
-from sparktui.core.rungrep import Found, merge_found, norm_ts, rank_found
+from sparktui.core.rungrep import Found, end_print, merge_found, norm_ts, rank_found
 from sparktui.core.runstore import Run
 
 TYPE_CHECKING = False  # ``typing`` is not imported on the path of an ended run (2 ms)
@@ -148,22 +148,21 @@ def _paths(run: Run, rank: int | None) -> dict[int, Path]:
     return paths
 
 
-def _whole_lines(path: Path, size: int | None = None) -> tuple[int, int, bytes] | None:
-    """``(size, inode, the 4 KiB before)`` of the file's first ``size`` bytes (default: all of
-    it), when they end with a newline (or are none); else None (a line being written)."""
+def _whole_lines(path: Path, size: int | None = None) -> tuple[int, int, str] | None:
+    """``(size, inode, the digest of the bytes before)`` of the file's first ``size`` bytes
+    (default: all of it), when they end with a newline (or are none); else None (a line being
+    written)."""
     try:
-        with path.open("rb", buffering=0) as f:
-            st = os.fstat(f.fileno())
-            size = st.st_size if size is None else size
-            if size > st.st_size:
-                return None
-            f.seek(max(0, size - 4096))
-            tail = f.read(min(size, 4096))
+        st = path.stat()
     except OSError:
         return None
-    if len(tail) != min(size, 4096) or (size and not tail.endswith(b"\n")):
+    size = st.st_size if size is None else size
+    if size > st.st_size:
         return None
-    return size, st.st_ino, tail
+    printed = end_print(path, size) if size else ("", True)
+    if printed is None or not printed[1]:
+        return None
+    return size, st.st_ino, printed[0]
 
 
 def logs_attached(args: argparse.Namespace, search: BlockSearch, cutoff: bytes | None) -> int:

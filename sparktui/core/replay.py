@@ -20,7 +20,6 @@ whole, as without it. The lines kept are the rank's file's own (its secrets mask
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -31,15 +30,13 @@ from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.linear import Regex
 from sparktui.core.linefilter import LineFilter
 from sparktui.core.private import private_open
-from sparktui.core.rungrep import numbered, tail
+from sparktui.core.rungrep import end_print, numbered, tail
 from sparktui.core.runstore import RankLog
 
 REPLAY_FILE = "replay.json"
 """In a run's folder: what the replays of its files found, and where each stopped."""
 KEPT_LINES = 4096
 """A search that found more is not kept (its patterns match what an engine says all along)."""
-PRINT_BYTES = 4096
-"""The bytes before a kept search's place that must be the same for it to be used."""
 
 
 def _union(patterns: Sequence[Regex]) -> Regex:
@@ -67,20 +64,6 @@ def deciding_lines(path: Path, after: int, patterns: Sequence[Regex],
 
 def _key(patterns: Sequence[Regex]) -> list[list[Any]]:
     return [[p.pattern, p.ignore_case] for p in patterns]
-
-
-def _print(path: Path, end: int) -> tuple[str, bool] | None:
-    """The digest of the ``PRINT_BYTES`` before byte ``end`` and whether the last is a newline;
-    None when the file is shorter."""
-    try:
-        with path.open("rb", buffering=0) as f:
-            f.seek(max(0, end - PRINT_BYTES))
-            data = f.read(min(end, PRINT_BYTES))
-    except OSError:
-        return None
-    if len(data) != min(end, PRINT_BYTES):
-        return None
-    return hashlib.sha256(data).hexdigest(), data.endswith(b"\n")
 
 
 class ReplayCache:
@@ -113,7 +96,7 @@ class ReplayCache:
                     and entry["inode"] == inode and entry["rewinds"] == rewinds):
                 return None
             offset, lines, found = int(entry["offset"]), int(entry["lines"]), entry["found"]
-            if not 0 < offset <= size or lines < 0 or _print(path, offset) != (entry["print"], True):
+            if not 0 < offset <= size or lines < 0 or end_print(path, offset) != (entry["print"], True):
                 return None
             return offset, lines, [(int(no), str(text)) for no, text in found]
         except (KeyError, TypeError, ValueError):
@@ -131,14 +114,16 @@ class ReplayCache:
         start, before, found = self._kept(rank, path, key, st.st_ino, size, rewinds) or (0, 0, [])
         lines, last = numbered(path, search, start=start, before=before, limit=size)
         found += [(no, text) for _ts, _rank, no, text in lines]
-        printed = _print(path, size) if size else None
-        if printed is not None and printed[1] and len(found) <= KEPT_LINES:
-            self.entries[str(rank)] = {
-                "patterns": key, "inode": st.st_ino, "rewinds": rewinds, "offset": size,
-                "lines": last, "print": printed[0], "found": found}
-        else:
-            self.entries.pop(str(rank), None)
-        self.changed = True
+        printed = end_print(path, size) if size else None
+        entry = ({"patterns": key, "inode": st.st_ino, "rewinds": rewinds, "offset": size,
+                  "lines": last, "print": printed[0], "found": found}
+                 if printed is not None and printed[1] and len(found) <= KEPT_LINES else None)
+        if entry != self.entries.get(str(rank)):  # nothing new written: the file stays as it is
+            if entry is None:
+                self.entries.pop(str(rank), None)
+            else:
+                self.entries[str(rank)] = entry
+            self.changed = True
         return found
 
     def save(self) -> None:

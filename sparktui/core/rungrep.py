@@ -387,6 +387,27 @@ def numbered(path: Path, search: BlockSearch, *, start: int = 0, before: int = 0
     return lines, no
 
 
+PRINT_BYTES = 4096
+"""The bytes before a place in a rank's file that say it is still the same file there."""
+
+
+def end_print(path: Path, end: int) -> tuple[str, bool] | None:
+    """The digest of the ``PRINT_BYTES`` before byte ``end`` of the file and whether the last
+    of them is a newline; None when the file is shorter. What a search that stopped at ``end``
+    checks before it goes on from there (``core.replay``, a live run's ``logs``)."""
+    import hashlib
+
+    try:
+        with path.open("rb", buffering=0) as f:
+            f.seek(max(0, end - PRINT_BYTES))
+            data = f.read(min(end, PRINT_BYTES))
+    except OSError:
+        return None
+    if len(data) != min(end, PRINT_BYTES):
+        return None
+    return hashlib.sha256(data).hexdigest(), data.endswith(b"\n")
+
+
 def tail(path: Path, rank: int, window: int, *, size: int = BLOCK_BYTES) -> list[LogLine]:
     """The newest ``window`` lines of a rank's file with their numbers, as ``RankLog.read``
     reads them: every block is counted (at memory speed), only the last few are parsed."""
