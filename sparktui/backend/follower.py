@@ -89,12 +89,17 @@ class LogFollower:
         self.tasks[info.rank] = asyncio.create_task(
             self._loop(info, info.container_id, self.board.run), name=f"follow-{info.rank}")
 
-    async def drain(self, rank: int, timeout: float = 5.0) -> None:
-        """Let the rank's follower read what its stopped container still wrote, then end."""
-        task = self.tasks.pop(rank, None)
+    async def drain(self, info: RankInfo, timeout: float = 5.0) -> None:
+        """Let the rank's follower read what its stopped container still wrote, then end; a
+        rank no follower follows (a restart from the command line) is caught up to its end
+        instead: its container is removed next, and its last lines with it."""
+        task = self.tasks.pop(info.rank, None)
         if task is not None:
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(task, timeout)
+        elif self.board.run is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._catch_up_rank(self.board.run, info, True), timeout)
 
     async def _loop(self, info: RankInfo, container_id: str, run: Run) -> None:
         rt = self.runtimes[info.node.name]
@@ -285,23 +290,24 @@ class LogFollower:
         run = self.board.run
         if run is None or not run.try_lock():
             return
-
-        async def one(info: RankInfo) -> None:
-            if not info.container_id:
-                return
-            saved = run.cursors().get(info.rank, {})
-            if saved and saved.get("container_id") != info.container_id:
-                return  # a container this run never followed; do not mix its lines in
-            cursor = await asyncio.to_thread(run.resume, info.rank, info.container_id)
-            try:
-                async for chunk in self.runtimes[info.node.name].logs(
-                        info.container_id, cursor, follow=False, secrets=run.redactor.values):
-                    self.ingest(info, chunk.lines, run, checks)
-                    run.set_cursor(info.rank, info.container_id, chunk.cursor)
-            except (RuntimeLost, NodeError) as exc:
-                self.board.notice("warning", f"rank {info.rank}: could not catch up: {sentence(exc)}")
-        await together(*(one(i) for i in self.board.ranks))
+        await together(*(self._catch_up_rank(run, i, checks) for i in self.board.ranks))
         run.unlock()
+
+    async def _catch_up_rank(self, run: Run, info: RankInfo, checks: bool) -> None:
+        """What the rank's container wrote after its cursor, to the end (it is not followed)."""
+        if not info.container_id:
+            return
+        saved = run.cursors().get(info.rank, {})
+        if saved and saved.get("container_id") != info.container_id:
+            return  # a container this run never followed; do not mix its lines in
+        cursor = await asyncio.to_thread(run.resume, info.rank, info.container_id)
+        try:
+            async for chunk in self.runtimes[info.node.name].logs(
+                    info.container_id, cursor, follow=False, secrets=run.redactor.values):
+                self.ingest(info, chunk.lines, run, checks)
+                run.set_cursor(info.rank, info.container_id, chunk.cursor)
+        except (RuntimeLost, NodeError) as exc:
+            self.board.notice("warning", f"rank {info.rank}: could not catch up: {sentence(exc)}")
 
     async def close(self) -> None:
         self.closed = True

@@ -768,7 +768,7 @@ class Orchestrator:
                     await self.runtime.retire(info.node.name, old, timeout=10)
                 else:
                     await rt.stop(old, timeout=10)
-                await self.follower.drain(info.rank)  # what the old container still wrote
+                await self.follower.drain(info)  # what the old container still wrote
                 await rt.remove(old)
                 info.stopping = False
             return old

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 SMOKE_FAILURES = 2  # in a row, before the group counts as dead
 GRACE_S = 2.0  # a TP group falls within moments: then the first to fail is known
 SETTLE_S = 15.0  # ... once each failed rank's own end is seen: on a loaded machine that lags
+RETRY_S = 5.0  # after a restart that failed (a node's engine or link was down): once more
 
 
 def restarts_in_window(run: Run, window_s: float, now: float | None = None) -> list[float]:
@@ -72,10 +73,38 @@ class Watchdog:
         for info in self.orch.ranks:
             if info.state == "ready":
                 self._ready.add(info.rank)
-        self.armed = len(self._ready) == len(self.orch.ranks)
+        formed, due, why = self.found()
+        self.armed = len(self._ready) == len(self.orch.ranks) or formed
+        if due:  # a watchdog killed mid-restart, or none watching at the fall
+            self.armed = False
+            self._trigger(why)
         if self.policy.smoke_every_s:
             self._smoke_task = asyncio.create_task(self._smoke_loop(self.policy.smoke_every_s),
                                                    name="watchdog-smoke")
+
+    def found(self) -> tuple[bool, bool, str | None]:
+        """What the run's events and the ranks say on starting: whether the group formed (was
+        ready) since its last group restart, so that a rank lost from now on is the
+        watchdog's to restart whatever the ranks' states are now (a rank restarted alone from
+        the command line is booting while its TP group falls); whether the group must be
+        restarted at once, and why (None: a rank failed, named once the group has fallen):
+        it formed and has lost a rank since, with no watchdog watching, or a restart was cut
+        short (a rank left with no container: the watchdog doing it was killed)."""
+        run = self.orch.run
+        if run is None:
+            return False, False, None
+        events = run.events()
+        ready = max((i for i, ev in enumerate(events) if ev.get("kind") == "ready"), default=-1)
+        restart = max((i for i, ev in enumerate(events)
+                       if ev.get("kind") == "restart" and ev.get("group")), default=-1)
+        formed = ready > restart
+        bare = [info for info in self.orch.ranks if not info.has_container]
+        if formed and self.orch.failures():
+            return formed, True, None
+        if ready >= 0 and bare:
+            return formed, True, (f"rank {bare[0].rank} has no container since the group was "
+                                  "ready (a restart cut short)")
+        return formed, False, None
 
     def on_event(self, event: Event) -> None:
         if self._closed or not isinstance(event, RankChanged):
@@ -131,7 +160,11 @@ class Watchdog:
         try:
             await self.orch.restart_group(by="by the watchdog")
         except Exception as exc:
-            self.orch.board.notice("error", f"watchdog: the group restart failed: {sentence(exc)}")
+            self.orch.board.notice("error", f"watchdog: the group restart failed: {sentence(exc)}; "
+                                            f"trying again in {RETRY_S:g} s")
+            await asyncio.sleep(RETRY_S)  # a node's engine or link coming back: again, in budget
+            if not self._closed and not self.armed:
+                await self._restart(reason)
 
     async def _smoke_loop(self, every: float) -> None:
         failures = 0

@@ -26,7 +26,7 @@ async def test_close_while_a_rank_is_drained_and_no_follow_after() -> None:
         finally:
             ended.append(rank)
             if rank == 0:  # as a restart under way: another rank's follower drained meanwhile
-                await follower.drain(2, timeout=0.1)
+                await follower.drain(board.ranks[2], timeout=0.1)
 
     for rank in range(4):
         follower.tasks[rank] = asyncio.create_task(following(rank))

@@ -1,0 +1,113 @@
+"""The soak's table of faults: each is injected into the running group, held for a time drawn
+from its range and mended (a killed container or process needs no mending: the watchdog or the
+operator brings it back). Each says what an operator then sees, which ``test_chaos`` holds
+it to fault by fault.
+
+- ``kill-rank``: a rank's container SIGKILLed; the group falls, the watchdog restarts it.
+- ``sshd-restart``: a node's sshd and every SSH connection to it killed, started again; the
+  follower reconnects and resumes from its cursor.
+- ``net-cut``: every packet to and from a node dropped for a while (a partition, no refusal).
+- ``dockerd-pause``: a node's dockerd SIGSTOPped, then SIGCONTed (an engine that answers nothing).
+- ``dockerd-kill``: a node's dockerd SIGKILLed and started again (Docker stops its containers
+  when it starts without them: the group falls, the watchdog restarts it).
+- ``watch-kill``: the ``sparktui watch`` process SIGKILLed (a laptop asleep, an OOM kill) and
+  started again; it attaches and catches up what was written meanwhile.
+- ``cli-restart``: while the watch is down, ``sparktui restart`` of one rank or the group from
+  the command line; then the watch again.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import sparktui_testbed as tbm
+from sparktui_testbed import faults as tbf
+
+if TYPE_CHECKING:
+    from tests.chaos.soak import Soak
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault of the table: its name and how long it is held (seconds) in CI and by hand."""
+
+    kind: str
+    ci_hold: tuple[float, float]
+    long_hold: tuple[float, float]
+
+    def hold(self, rnd: random.Random, long: bool) -> float:
+        lo, hi = self.long_hold if long else self.ci_hold
+        return round(rnd.uniform(lo, hi), 2)
+
+
+KILL_RANK = Fault("kill-rank", (0, 0), (0, 0))
+SSHD_RESTART = Fault("sshd-restart", (0.2, 1.5), (0.2, 5))
+NET_CUT = Fault("net-cut", (2, 6), (5, 40))
+DOCKERD_PAUSE = Fault("dockerd-pause", (1, 4), (2, 15))
+DOCKERD_KILL = Fault("dockerd-kill", (0.5, 2), (1, 8))
+WATCH_KILL = Fault("watch-kill", (0, 2), (0, 10))
+CLI_RESTART = Fault("cli-restart", (0, 0), (0, 0))
+
+TABLE: tuple[Fault, ...] = (KILL_RANK, SSHD_RESTART, NET_CUT, DOCKERD_PAUSE, DOCKERD_KILL,
+                            WATCH_KILL, CLI_RESTART)
+BY_KIND = {f.kind: f for f in TABLE}
+
+
+def inject(soak: Soak, fault: Fault, rnd: random.Random, hold: float) -> str:
+    """Inject the fault, hold it, mend it; what was hit, said."""
+    node = rnd.choice(soak.testbed.nodes)
+    match fault.kind:
+        case "kill-rank":
+            rank = rnd.randrange(soak.world)
+            running = [c for c in soak.truth.all()[0].get(rank, []) if c.running]
+            if not running:
+                return f"rank {rank}: no running container (nothing killed)"
+            c = running[0]
+            soak.truth.kill(c.node, c.id)
+            return f"rank {rank} container {c.id[:12]} on {c.node}"
+        case "sshd-restart":
+            tbm.stop_sshd(soak.testbed.state_dir, node.name)
+            soak.sleep(hold)
+            tbm.start_sshd(soak.testbed.state_dir, node.name)
+            return node.name
+        case "net-cut":
+            tbf.cut(node)
+            try:
+                soak.sleep(hold)
+            finally:
+                tbf.mend(node)
+            return node.name
+        case "dockerd-pause":
+            tbf.pause_dockerd(node)
+            try:
+                soak.sleep(hold)
+            finally:
+                tbf.resume_dockerd(node)
+            return node.name
+        case "dockerd-kill":
+            tbf.kill_dockerd(node)
+            try:
+                soak.sleep(hold)
+            finally:
+                tbf.start_dockerd(soak.testbed, node)
+                tbf.wait_dockerd(node)
+            return node.name
+        case "watch-kill":
+            soak.watch.kill()
+            soak.sleep(hold)
+            soak.watch.start()
+            return "watch"
+        case "cli-restart":
+            soak.watch.kill()
+            group = rnd.random() < 0.5
+            rank = rnd.randrange(soak.world)
+            words = ("restart", "--group") if group else ("restart", "--rank", str(rank))
+            res = soak.cli(*words)
+            soak.said(res)
+            soak.watch.start()
+            what = "the group" if group else f"rank {rank}"
+            return f"{what}: exit {res.returncode}" + (f" ({res.stderr.strip()[-200:]})"
+                                                       if res.returncode else "")
+    raise AssertionError(f"no such fault: {fault.kind}")

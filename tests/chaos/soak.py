@@ -1,0 +1,425 @@
+"""The soak: a seeded schedule of faults against a running group, checked against the truth.
+
+One ``Soak`` is one seed: the demo recipe (a rank a node, ticking ``TICK_S`` apart, a secret in
+its environment, a ``[restart]`` watchdog with a budget the soak cannot spend) is launched on the
+test cluster in a state folder of its own, ``sparktui watch`` follows it, and faults drawn from
+``faults.TABLE`` (the seed decides which, where, for how long and the gaps) hit it until the
+count or the time is reached. A gap may be shorter than the group takes to come back, so faults
+also land on a group being restarted. After a fault, often (and always at the end) the checkers
+run:
+
+- ``states``: ``status --json`` agrees with what Docker runs on each node (each rank's running
+  container is the one sparktui names, in a running state; a rank with none is failed or
+  stopped) within ``TRUTH_BOUND_S`` of the fault's end; the worst time is reported;
+- ``lines``: every rank's file holds each of its containers' ticks 1, 2, 3, ... exactly once and
+  in order, the current container's up to what Docker holds, a replaced one's at least up to
+  the last tick the recorder saw;
+- at the end: the watchdog restarted within its budget, ``down`` leaves no container of the run
+  on any node and no sparktui process, no output has a traceback, the secret is in no file.
+
+A violation raises ``Violation`` with the seed, the faults so far and the first broken invariant.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparktui_testbed import faults as tbf
+from tests.chaos import faults as table
+from tests.chaos.truth import DOCKER_ERRORS, Docker, Recorder, first_break, segments
+from tests.conftest import RECIPES, ROOT
+from tests.runner import TRACEBACK, state_env
+
+WORLD = 4
+TICK_S = 0.1
+"""Ten numbered lines a second a rank: gaps and doubles show within a fault."""
+SECRET = "sptb-chaos-secret-7f3a9c"
+TRUTH_BOUND_S = 45.0
+"""After a fault ends, sparktui's states agree with Docker's within this (a group restarted by
+the watchdog included: the group falls, is replaced and boots)."""
+BUDGET = 100
+WINDOW = "10m"
+"""The most the recipe allows: a soak restarts the group a few times a minute at most."""
+
+
+class Violation(AssertionError):
+    """An invariant broken: the seed, the fault sequence and what broke."""
+
+
+@dataclass
+class Injected:
+    at: float  # seconds since the soak began
+    kind: str
+    target: str
+    hold: float
+
+    def __str__(self) -> str:
+        return f"{self.at:7.1f}s {self.kind:<14} {self.target} (held {self.hold:g} s)"
+
+
+@dataclass
+class Report:
+    seed: int
+    faults: list[Injected] = field(default_factory=list)
+    lines_checked: int = 0
+    worst_truth_s: float = 0.0
+    checks: int = 0
+    seconds: float = 0.0
+    restarts: int = 0
+
+    def kinds(self) -> collections.Counter[str]:
+        return collections.Counter(f.kind for f in self.faults)
+
+    def summary(self) -> str:
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.kinds().items()))
+        return (f"seed {self.seed}: {len(self.faults)} faults in {self.seconds:.0f} s ({kinds}); "
+                f"{self.checks} checks, {self.lines_checked:,} lines checked, the watchdog "
+                f"restarted {self.restarts} times, the truth shown within "
+                f"{self.worst_truth_s:.1f} s at worst")
+
+
+def chaos_recipe(folder: Path, slug: str = "demo-chaos") -> Path:
+    """demo-tp4, booting at once, ticking every ``TICK_S``, with a secret in its environment and
+    a watchdog whose budget the soak cannot spend."""
+    text = (RECIPES / "demo-tp4" / "recipe.toml").read_text()
+    text = text.replace('"--demo-boot-seconds", "2"', '"--demo-boot-seconds", "0"')
+    text = text.replace('SPARKTUI_DEMO_TICK = "1"\n',
+                        f'SPARKTUI_DEMO_TICK = "{TICK_S}"\nHF_TOKEN = "{SECRET}"\n')
+    text += f'\n[restart]\npolicy = "group"\nmax = {BUDGET}\nwindow = "{WINDOW}"\n'
+    recipe = folder / slug
+    recipe.mkdir(parents=True, exist_ok=True)
+    (recipe / "recipe.toml").write_text(text)
+    return recipe
+
+
+class Watch:
+    """``sparktui watch RECIPE`` in its own process, its stderr kept across restarts."""
+
+    def __init__(self, argv: Sequence[str], env: dict[str, str], out: Path) -> None:
+        self.argv, self.env, self.out = list(argv), env, out
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self, timeout: float = 60) -> None:
+        """Started and watching (said so on stderr); a watch that ends instead is retried
+        (a node may still be coming back) until ``timeout``."""
+        end = time.monotonic() + timeout
+        while True:
+            with self.out.open("ab") as err:
+                mark = err.tell()
+                err.write(f"=== watch started ({self.starts})\n".encode())
+                self.starts += 1
+                self.proc = subprocess.Popen(self.argv, cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL,
+                                             stdout=subprocess.DEVNULL, stderr=err)
+            while b"watching " not in self.out.read_bytes()[mark:]:
+                if self.proc.poll() is not None:
+                    break
+                if time.monotonic() > end:
+                    raise Violation(f"the watch did not start within {timeout:.0f} s:\n"
+                                    f"{self.out.read_text(errors='replace')[-2000:]}")
+                time.sleep(0.1)
+            else:
+                return
+            if time.monotonic() > end:
+                raise Violation(f"the watch kept ending:\n{self.out.read_text(errors='replace')[-2000:]}")
+            time.sleep(1)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> int | None:
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            raise Violation("the watch did not end within 20 s of SIGTERM") from None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class Soak:
+    def __init__(self, testbed: Any, workdir: Path, seed: int, *, faults: int = 40,
+                 seconds: float = 220, kinds: Sequence[str] | None = None, long: bool = False,
+                 watch_prefix: Sequence[str] = (), log: Callable[[str], None] | None = None) -> None:
+        self.testbed, self.workdir, self.seed = testbed, workdir, seed
+        self.max_faults, self.max_seconds, self.long = faults, seconds, long
+        self.kinds = [table.BY_KIND[k] for k in kinds] if kinds else list(table.TABLE)
+        self.rnd = random.Random(seed)
+        self.world = WORLD
+        self.recipe = chaos_recipe(workdir / "recipes")
+        self.slug = self.recipe.name
+        self.env = state_env(workdir / "state")
+        self.state = Path(self.env["XDG_STATE_HOME"]) / "sparktui"
+        self.truth = Docker.of(testbed, self.slug)
+        self.recorder = Recorder(self.truth)
+        argv = [*(watch_prefix or [sys.executable, "-m", "sparktui"]), "watch", str(self.recipe),
+                "--cluster", testbed.cluster_file]
+        self.watch = Watch(argv, self.env, workdir / "watch.err")
+        self.outputs: list[str] = []
+        self.report = Report(seed)
+        self.t0 = time.monotonic()
+        self.log = log or (lambda _m: None)
+        self.run_id: str | None = None
+
+    # -- helpers ---------------------------------------------------------------------------
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def cli(self, *words: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "sparktui", words[0], str(self.recipe), "--cluster",
+                self.testbed.cluster_file, *words[1:]]
+        res = subprocess.run(argv, cwd=ROOT, env=self.env, capture_output=True, text=True,
+                             timeout=timeout)
+        self.outputs.append(f"$ sparktui {' '.join(words)}\n{res.stdout}{res.stderr}")
+        return res
+
+    def said(self, res: subprocess.CompletedProcess[str]) -> None:
+        self.log(f"  {res.args[3] if len(res.args) > 3 else ''} exit {res.returncode}")
+
+    def fail(self, what: str) -> None:
+        seq = "\n".join(f"  {f}" for f in self.report.faults) or "  (none yet)"
+        raise Violation(f"chaos soak seed {self.seed}: {what}\nfaults so far:\n{seq}\n"
+                        f"(again: python -m tests.chaos --seeds {self.seed} --faults "
+                        f"{self.max_faults}{' --long' if self.long else ''})")
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    # -- the soak --------------------------------------------------------------------------
+    def run(self) -> Report:
+        self.t0 = time.monotonic()
+        try:
+            self.setup()
+            while (len(self.report.faults) < self.max_faults
+                   and self.elapsed() < self.max_seconds):
+                self.one_fault()
+                if self.rnd.random() < 0.5 or len(self.report.faults) == self.max_faults:
+                    self.check()
+                else:
+                    self.sleep(self.rnd.uniform(0, 1.5))  # the next lands on its aftermath
+            self.check()
+            self.finish()
+        except BaseException:
+            self.watch.kill()
+            for said in tbf.mend_all(self.testbed):
+                self.log(f"mended: {said}")
+            self.cli("down")  # the group goes; the state folder stays for a look
+            raise
+        finally:
+            self.recorder.stop()
+            self.watch.kill()
+            self.truth.close()
+        self.report.seconds = self.elapsed()
+        return self.report
+
+    def setup(self) -> None:
+        self.cli("down")  # what an earlier soak of this recipe left (its state folder aside)
+        res = self.cli("up", "--wait")
+        if res.returncode != 0:
+            self.fail(f"up --wait: exit {res.returncode}: {res.stderr[-2000:]}")
+        st = self.status()
+        self.run_id = st["run"]
+        self.recorder.start()
+        self.watch.start()
+        self.log(f"seed {self.seed}: run {self.run_id} up, watch started")
+
+    def one_fault(self) -> None:
+        fault = self.rnd.choice(self.kinds)
+        hold = fault.hold(self.rnd, self.long)
+        at = self.elapsed()
+        target = table.inject(self, fault, self.rnd, hold)
+        self.report.faults.append(Injected(round(at, 1), fault.kind, target, hold))
+        self.log(f"  {self.report.faults[-1]}")
+        if not self.watch.alive():  # a fault's aftermath took it (never one of ours)
+            self.fail(f"the watch ended by itself:\n{self.watch.out.read_text(errors='replace')[-3000:]}")
+
+    def status(self) -> dict[str, Any]:
+        res = self.cli("status", "--json", timeout=60)
+        if res.returncode != 0:
+            self.fail(f"status --json: exit {res.returncode}: {res.stderr[-2000:]}")
+        try:
+            return json.loads(res.stdout)  # type: ignore[no-any-return]
+        except ValueError:
+            self.fail(f"status --json printed no JSON: {res.stdout[-2000:]}")
+            raise
+
+    def disagreement(self, st: dict[str, Any]) -> str | None:
+        """Where ``status --json`` and Docker differ now; None when they agree."""
+        ranks, silent = self.truth.all()
+        if silent:
+            return f"Docker on {', '.join(silent)} does not answer"
+        for row in st["ranks"]:
+            rank = row["rank"]
+            running = [c for c in ranks.get(rank, []) if c.running]
+            if len(running) > 1:
+                return f"rank {rank}: {len(running)} containers running"
+            if running:
+                named = row.get("container_id") or ""
+                if not named or not running[0].id.startswith(named):
+                    return (f"rank {rank}: Docker runs {running[0].id[:12]}, sparktui names "
+                            f"{row.get('container_id')}")
+                if row["state"] not in ("booting", "ready", "wedged"):
+                    return f"rank {rank}: Docker runs {running[0].id[:12]}, sparktui says {row['state']}"
+            elif row["state"] in ("booting", "ready", "wedged"):
+                return f"rank {rank}: no container runs, sparktui says {row['state']}"
+        return None
+
+    def check(self) -> None:
+        """The states agree with Docker within the bound, then every rank's lines. A group
+        that fell after ready is the watchdog's to bring back; one that fell while booting is
+        not (by design: a crash loop is not retried), and the soak restarts it as an operator
+        would."""
+        self.report.checks += 1
+        start = time.monotonic()
+        settled_at: float | None = None
+        while True:
+            st = self.status()
+            said = self.disagreement(st)
+            states = [r["state"] for r in st["ranks"]]
+            if said is None and states == ["ready"] * self.world:
+                break
+            waited = time.monotonic() - start
+            owed = self.watchdog_owes()
+            if said is None and not owed and "failed" in states:
+                # fell while booting (a peer may wait at the rendezvous until its boot
+                # timeout): the soak's to mend, as an operator would
+                settled_at = settled_at or time.monotonic()
+                if time.monotonic() - settled_at > 3:
+                    self.log(f"  fell while booting ({states}): restarted by hand")
+                    self.by_hand()
+                    start, settled_at = time.monotonic(), None
+                    continue
+            else:
+                settled_at = None
+            if waited > TRUTH_BOUND_S:
+                if said is not None:
+                    self.fail(f"sparktui's states disagree with Docker {TRUTH_BOUND_S:.0f} s "
+                              f"after the fault: {said}\n{json.dumps(st['ranks'])}")
+                self.fail(f"the group is not back {TRUTH_BOUND_S:.0f} s after the fault "
+                          f"({states}){'; it fell after ready: the watchdog owes a restart' if owed else ''}"
+                          f"\n{json.dumps(st['ranks'])}")
+            time.sleep(0.3)
+        self.report.worst_truth_s = max(self.report.worst_truth_s, time.monotonic() - start)
+        self.check_lines()
+
+    def watchdog_owes(self) -> bool:
+        """Whether the run's events say the group was ready since its last restart (a rank
+        lost now is the watchdog's to restart)."""
+        assert self.run_id is not None
+        events = self.events()
+        ready = max((i for i, e in enumerate(events) if e.get("kind") == "ready"), default=-1)
+        restart = max((i for i, e in enumerate(events)
+                       if e.get("kind") == "restart" and e.get("group")), default=-1)
+        return ready > restart
+
+    def events(self) -> list[dict[str, Any]]:
+        assert self.run_id is not None
+        out = []
+        for line in (self.state / "runs" / self.run_id / "events.jsonl").read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                break
+        return out
+
+    def by_hand(self) -> None:
+        self.watch.kill()
+        res = self.cli("restart", "--group", "--wait")
+        if res.returncode != 0:
+            self.fail(f"restart --group by hand: exit {res.returncode}: {res.stderr[-2000:]}")
+        self.watch.start()
+
+    def check_lines(self, settle_s: float = 10.0) -> None:
+        assert self.run_id is not None
+        run_dir = self.state / "runs" / self.run_id
+        ranks, silent = self.truth.all()
+        if silent:
+            self.fail(f"Docker on {', '.join(silent)} does not answer at a check")
+        checked = 0
+        for rank in range(self.world):
+            path = run_dir / f"r{rank}.log"
+            running = [c for c in ranks.get(rank, []) if c.running]
+            want = max(self.truth.ticks(running[0].node, running[0].id), default=0) if running else 0
+            end = time.monotonic() + settle_s
+            while True:  # the watch writes what Docker has within a moment
+                segs = segments(path)
+                if max(segs[-1].ticks, default=0) >= want or time.monotonic() > end:
+                    break
+                time.sleep(0.2)
+            for i, seg in enumerate(segs):
+                broke = first_break(seg.ticks)
+                who = f"container {seg.container}" if seg.container else "its current container"
+                if broke:
+                    self.fail(f"rank {rank}, segment {i} ({who}) of {path.name}: {broke}")
+                if seg.container is not None:
+                    seen = self.recorder.seen_of(seg.container)
+                    if max(seg.ticks, default=0) < seen:
+                        self.fail(f"rank {rank}, segment {i} ({who}): the file ends at tick "
+                                  f"{max(seg.ticks, default=0)}, the container wrote {seen}")
+            if max(segs[-1].ticks, default=0) < want:
+                self.fail(f"rank {rank}: its file holds ticks to {max(segs[-1].ticks, default=0)} "
+                          f"{settle_s:.0f} s after Docker held {want}")
+            checked += sum(len(s.ticks) for s in segs)
+        self.report.lines_checked = checked  # the last check's: every line of the run
+
+    def finish(self) -> None:
+        """The watchdog within its budget; ``down`` leaves nothing; no traceback; no secret."""
+        assert self.run_id is not None
+        code = self.watch.stop()
+        if code not in (0, None):
+            self.fail(f"the watch ended with {code} on SIGTERM")
+        events = self.events()
+        self.report.restarts = sum(1 for e in events if e.get("kind") == "watchdog"
+                                   and e.get("action") == "restart")
+        if self.report.restarts > BUDGET:
+            self.fail(f"the watchdog restarted {self.report.restarts} times, budget {BUDGET}")
+        res = self.cli("down")
+        if res.returncode != 0:
+            self.fail(f"down: exit {res.returncode}: {res.stderr[-2000:]}")
+        try:
+            ranks, silent = self.truth.all()
+        except DOCKER_ERRORS as exc:  # pragma: no cover - said as a violation
+            self.fail(f"Docker after down: {exc}")
+        left = [c for cs in ranks.values() for c in cs]
+        if silent or left:
+            self.fail(f"after down: {len(left)} containers left ({[c.id[:12] for c in left]}), "
+                      f"silent engines {silent}")
+        stray = [p for p in Path("/proc").glob("[0-9]*")
+                 if _cmdline_has(p, str(self.recipe)) and int(p.name) != os.getpid()]
+        if stray:
+            self.fail(f"after down: sparktui processes left: {[p.name for p in stray]}")
+        texts = [self.watch.out.read_text(errors="replace"), *self.outputs]
+        for text in texts:
+            if TRACEBACK in text:
+                self.fail(f"a traceback in an output:\n{text[-3000:]}")
+        for path in self.workdir.rglob("*"):
+            if path.is_file() and path.name != "recipe.toml" and SECRET.encode() in path.read_bytes():
+                self.fail(f"the secret is in {path}")
+        for text in texts:
+            if SECRET in text:
+                self.fail("the secret is in an output")
+
+
+def _cmdline_has(proc: Path, needle: str) -> bool:
+    try:
+        return needle.encode() in (proc / "cmdline").read_bytes()
+    except OSError:
+        return False
