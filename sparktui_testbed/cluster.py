@@ -22,7 +22,18 @@ from pathlib import Path
 from typing import Any
 
 from . import daemons, docker_api, faults, slurm
-from .config import BRIDGE, BRIDGE_IP, IMAGE, LOGIN, MAX_NODES, STORAGE_DRIVER_ENV, T_LOAD, T_SLURM
+from .config import (
+    BRIDGE,
+    BRIDGE_IP,
+    IMAGE,
+    LOGIN,
+    MAX_NODES,
+    NETNS_RE,
+    STORAGE_DRIVER_ENV,
+    T_LOAD,
+    T_SLURM,
+    VETH_RE,
+)
 from .host import check_host
 from .image import build_image
 from .layout import Node, Paths, Slurm, Testbed, locked, write_cluster_file, write_slurm_cluster_file
@@ -336,7 +347,8 @@ def _down_locked(paths: Paths, *, purge: bool) -> list[str]:
             if m:
                 indices.add(int(m.group(1)))
     for item in leftovers():
-        m = re.search(r"sptb-(?:node|v)(\d+)$", item)
+        name = item.split()[-1]  # "netns sptb-node0", "link sptb-v0"
+        m = NETNS_RE.match(name) or VETH_RE.match(name)
         if m:
             indices.add(int(m.group(1)))
     login = paths.login()

@@ -8,28 +8,46 @@ checkout is still recognised and torn down).
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
-DEFAULT_STATE_DIR = "/run/sparktui-testbed"
+INSTANCE_ENV = "SPARKTUI_TESTBED_INSTANCE"
+"""A second test cluster beside the first (0, the default, is the first): its own names, subnet
+and state dir, so that a lane of the suite that injects faults into every node (the chaos
+soak) runs while another lane uses the first one."""
+
+
+def _instance() -> int:
+    raw = os.environ.get(INSTANCE_ENV, "0") or "0"
+    if not raw.isdigit() or int(raw) > 9:
+        raise SystemExit(f"{INSTANCE_ENV}={raw!r}: use 0-9")
+    return int(raw)
+
+
+INSTANCE = _instance()
+TAG = "sptb" if INSTANCE == 0 else f"sptb{INSTANCE}"
+DEFAULT_STATE_DIR = "/run/sparktui-testbed" + ("" if INSTANCE == 0 else f"-{INSTANCE}")
 STATE_ENV = "SPARKTUI_TESTBED"
 STORAGE_DRIVER_ENV = "SPARKTUI_TESTBED_STORAGE_DRIVER"
 
-BRIDGE = "sptb-br0"
-SUBNET_PREFIX = "10.250.0."
+BRIDGE = f"{TAG}-br0"
+SUBNET_PREFIX = f"10.250.{INSTANCE}."
 BRIDGE_IP = SUBNET_PREFIX + "1"
 PREFIX_LEN = 24
 FIRST_HOST = 11
 MAX_NODES = 64
-NETNS_RE = re.compile(r"^sptb-node(\d+)$")
-VETH_RE = re.compile(r"^sptb-v(\d+)$")
+NODE_NETNS = TAG + "-node{index}"
+NODE_VETH = TAG + "-v{index}"
+NETNS_RE = re.compile(rf"^{TAG}-node(\d+)$")
+VETH_RE = re.compile(rf"^{TAG}-v(\d+)$")
 
 # the Slurm login node: not a compute node (no index of its own), below node0 on the bridge
 LOGIN = "login"
 LOGIN_INDEX = -1
 LOGIN_HOST = FIRST_HOST - 1
-LOGIN_NETNS = "sptb-login"
-LOGIN_VETH = "sptb-vlogin"
+LOGIN_NETNS = f"{TAG}-login"
+LOGIN_VETH = f"{TAG}-vlogin"
 
 # Slurm (Debian's slurmctld, slurmd, slurm-client, munge): private config, sockets and state
 SLURM_CLUSTER = "sptb"

@@ -112,13 +112,21 @@ def resume_dockerd(node: Node) -> None:
 
 
 def start_dockerd(tb: Testbed, node: Node) -> int:
-    """The node's dockerd again (nothing when it runs; a paused one is resumed)."""
+    """The node's dockerd again (nothing when it runs; a paused one is resumed), tried up to
+    three times."""
     pid = dockerd_pid(node)
     if pid is not None and alive(pid):
         if proc_state(pid) == "T":
             kill(pid, signal.SIGCONT)
         return pid
-    return daemons.start_dockerd(node, Paths(tb.state_dir), tb.storage_driver)
+    for attempt in range(3):  # as systemd's Restart= would: dockerd gives its new containerd
+        try:                  # ~10 s, which a loaded machine restoring shims may not meet
+            return daemons.start_dockerd(node, Paths(tb.state_dir), tb.storage_driver)
+        except TestbedError:
+            if attempt == 2:
+                raise
+            log(f"{node.name}: dockerd did not start; again")
+    raise AssertionError("unreachable")
 
 
 def mend_all(tb: Testbed) -> list[str]:

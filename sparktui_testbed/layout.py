@@ -29,6 +29,8 @@ from .config import (
     LOGIN_INDEX,
     LOGIN_NETNS,
     LOGIN_VETH,
+    NODE_NETNS,
+    NODE_VETH,
     SLURM_PARTITION,
     SLURMCTLD_PORT,
     SLURMD_PORT,
@@ -68,7 +70,7 @@ class Node:
     @property
     def veth(self) -> str:
         """The root namespace's end of the node's veth pair."""
-        return LOGIN_VETH if self.index == LOGIN_INDEX else f"sptb-v{self.index}"
+        return LOGIN_VETH if self.index == LOGIN_INDEX else NODE_VETH.format(index=self.index)
 
 
 @dataclasses.dataclass
@@ -229,7 +231,7 @@ class Paths:
         self.shared = sd / "shared"
 
     def node(self, i: int) -> Node:
-        return self._host(f"node{i}", i, f"{SUBNET_PREFIX}{FIRST_HOST + i}", f"sptb-node{i}")
+        return self._host(f"node{i}", i, f"{SUBNET_PREFIX}{FIRST_HOST + i}", NODE_NETNS.format(index=i))
 
     def login(self) -> Node:
         """The Slurm login node: namespaces, sshd and files like a node's, no dockerd."""

@@ -173,6 +173,7 @@ def ensure_second_user(hosts: Sequence[Node]) -> str:
                 SECOND_USER,
             ],
             what="useradd",
+            check=False,  # the other test cluster's ``up`` may have made it meanwhile
         )
         pw = pwd.getpwnam(SECOND_USER)
     for host in hosts:

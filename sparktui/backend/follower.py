@@ -25,7 +25,14 @@ from sparktui.core.errors import sentence
 from sparktui.core.linear import Regex
 from sparktui.core.ranks import LAST_LINES, Cause, RankInfo
 from sparktui.core.replay import REPLAY_FILE, ReplayCache, deciding_lines, last_lines
-from sparktui.core.runstore import RankLog, Run, last_restarts, restart_line, ts_epoch
+from sparktui.core.runstore import (
+    NEXT_CONTAINER,
+    RankLog,
+    Run,
+    last_restarts,
+    restart_line,
+    ts_epoch,
+)
 from sparktui.core.stall import last_progress, progress
 
 RECONNECT_FIRST_S = 0.5
@@ -105,10 +112,15 @@ class LogFollower:
         rt = self.runtimes[info.node.name]
         cursor = await asyncio.to_thread(run.resume, info.rank, container_id)
         delay = RECONNECT_FIRST_S
+        full = False  # the last batch could not be written: said once until one is
         while not self.closed:
             try:
                 async for chunk in rt.logs(container_id, cursor, secrets=run.redactor.values):
                     self.ingest(info, chunk.lines, run)
+                    if full:
+                        full = False
+                        self.board.notice("info", f"rank {info.rank}: its log is written again, "
+                                                  "from where it stopped")
                     cursor = chunk.cursor
                     run.set_cursor(info.rank, container_id, cursor, defer=True)
                     if run.cursors_due():
@@ -131,6 +143,16 @@ class LogFollower:
                 if self.connect is not None:
                     with contextlib.suppress(NodeError):
                         await self.connect(info.node.name)
+                continue
+            except OSError as exc:  # the run's file could not take the lines (a full disk)
+                if not full:
+                    self.board.notice("error", f"rank {info.rank}: its log cannot be written "
+                                               f"({sentence(exc)}); its lines wait in the "
+                                               "container and are read again from the last one "
+                                               "written")
+                full = True
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RECONNECT_MAX_S)
 
     def _save_cursors(self, run: Run) -> None:
         """Write the cursors in a thread (their fsync took tens of milliseconds of the event
@@ -298,7 +320,7 @@ class LogFollower:
         if not info.container_id:
             return
         saved = run.cursors().get(info.rank, {})
-        if saved and saved.get("container_id") != info.container_id:
+        if saved and saved.get("container_id") not in (info.container_id, NEXT_CONTAINER):
             return  # a container this run never followed; do not mix its lines in
         cursor = await asyncio.to_thread(run.resume, info.rank, info.container_id)
         try:
@@ -306,7 +328,7 @@ class LogFollower:
                     info.container_id, cursor, follow=False, secrets=run.redactor.values):
                 self.ingest(info, chunk.lines, run, checks)
                 run.set_cursor(info.rank, info.container_id, chunk.cursor)
-        except (RuntimeLost, NodeError) as exc:
+        except (RuntimeLost, NodeError, OSError) as exc:  # OSError: the run's file (a full disk)
             self.board.notice("warning", f"rank {info.rank}: could not catch up: {sentence(exc)}")
 
     async def close(self) -> None:

@@ -83,7 +83,7 @@ from sparktui.core.plan import LABEL_CLUSTER, LABEL_PLAN, LABEL_RANK, LABEL_RECI
 from sparktui.core.ports import BusyPort, PortsInUse
 from sparktui.core.ranks import RUNNING, Cause, CauseCode, RankInfo, first_failures
 from sparktui.core.recipe import Recipe
-from sparktui.core.runstore import MARKER, Run, RunStore, ts_epoch, utc_now
+from sparktui.core.runstore import MARKER, NEXT_CONTAINER, Run, RunStore, ts_epoch, utc_now
 from sparktui.core.stall import Stall
 from sparktui.core.telemetry import DEFAULT_INTERVAL, LOW_MEMORY
 from sparktui.core.timing import mark
@@ -615,17 +615,24 @@ class Orchestrator:
         assert run is not None
         self.board.set_state(info, "creating")
         mark(f"rank {info.rank}: create")
+        before = info.container_id
         try:
             st = await self._names().create(self.runtimes[info.node.name], info.node.name,
                                             self.plan.ranks[info.rank].container, {LABEL_RUN: run.id})
         except Exception as exc:
-            why = sentence(exc)
-            code: CauseCode = "could_not_start"
-            if isinstance(exc, ImageMissing):
-                why, code = f"{why}; run sparktui image sync {self.recipe.slug}", "image_missing"
-            self._not_started(info, Cause(code, text=why))
-            self.board.notice("error", f"rank {info.rank} ({info.node.name}): could not start: {why}")
-            return
+            made = None if isinstance(exc, ImageMissing) else await self._made_meanwhile(info, before)
+            if made is None:
+                why = sentence(exc)
+                code: CauseCode = "could_not_start"
+                if isinstance(exc, ImageMissing):
+                    why, code = f"{why}; run sparktui image sync {self.recipe.slug}", "image_missing"
+                self._not_started(info, Cause(code, text=why))
+                self.board.notice("error", f"rank {info.rank} ({info.node.name}): could not start: {why}")
+                return
+            st = made
+            self.board.notice("warning", f"rank {info.rank} ({info.node.name}): the engine's answer "
+                                         f"to the create was lost ({sentence(exc)}), but container "
+                                         f"{short_id(st.id)} was made: it is the rank's")
         info.container_id = st.id
         info.started = time.monotonic()
         # from now on this run owns the container's log from its first line, even if no
@@ -783,6 +790,10 @@ class Orchestrator:
             shown = short_id(old) if old else "-"
             self.follower.ingest(info, [(utc_now(), f"{MARKER}rank {info.rank} restarted {how} "
                                                     f"(container {shown} replaced) ---")])
+            # the marker is the file's, not a container's: accounted at once, so that nothing
+            # resuming the old container cuts it off, and the next container is read from its
+            # start after it (``Run.resume``)
+            run.set_cursor(info.rank, NEXT_CONTAINER, None, save=True)
             # the marker's line number: a replay starts the rank's checks after it
             run.event("restart", rank=info.rank, old=old, group=len(infos) > 1, how=how,
                       line=run.log(info.rank).lines)
@@ -803,6 +814,26 @@ class Orchestrator:
                   "parallel": [infos]}[order or self.launch_order]
         for group in groups:
             await together(*(self._launch(info) for info in group))
+
+    async def _made_meanwhile(self, info: RankInfo, before: str | None) -> ContainerState | None:
+        """The rank's container of this run that a create whose answer was lost (the link or
+        the engine went away mid-request) made anyway, running, once the node answers again;
+        None when there is none or the node still does not answer. Left alone, it would run
+        with no one following it (the chaos soak found its lines lost and its group stuck)."""
+        run = self.run
+        assert run is not None
+        for _ in range(3):
+            try:
+                await self.runtime.connect(info.node.name)
+                own, _others = await self._find(info)
+            except Exception:  # still away: try again, then give up
+                await asyncio.sleep(1.0)
+                continue
+            if own is not None and own.id != before and own.running \
+                    and own.labels.get(LABEL_RUN) == run.id:
+                return own
+            return None
+        return None
 
     def _not_started(self, info: RankInfo, cause: Cause) -> None:
         """No process of the rank ever ran: failed, with no exit code to wait for."""

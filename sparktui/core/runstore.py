@@ -18,6 +18,7 @@ from __future__ import annotations
 import _thread
 import fcntl
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,6 +35,9 @@ if TYPE_CHECKING:  # nor are the plan's models (pydantic) needed to read a run's
     from sparktui.core.plan import Plan
 
 MARKER = "--- sparktui: "
+NEXT_CONTAINER = "next"
+"""A rank's saved cursor right after a restart marker: whatever container comes next is read
+from its start, after the marker."""
 
 
 def utc_now() -> str:
@@ -115,11 +119,22 @@ class RankLog:
         data = memoryview("".join(buf).encode("utf-8", "replace"))
         if self._out is None:
             self._out = open(self.path, "ab", buffering=0, opener=opener)  # noqa: SIM115
-        while data:
-            written = self._out.write(data)
-            if not written:
-                raise OSError(f"nothing could be written to {self.path}")
-            data = data[written:]
+        done = 0
+        try:
+            while data:
+                written = self._out.write(data)
+                if not written:
+                    raise OSError(f"nothing could be written to {self.path}")
+                done += written
+                data = data[written:]
+        except OSError:
+            # a full disk: the batch is taken back whole (no half line left to look written),
+            # and its lines are numbered again when the caller writes them later
+            self.count -= len(numbered)
+            if done:
+                fd = self._out.fileno()
+                os.ftruncate(fd, os.fstat(fd).st_size - done)
+            raise
         return numbered
 
     def close(self) -> None:
@@ -254,6 +269,7 @@ class Run:
         self._cursor_written = 0  # the newest snapshot on disk
         self._cursor_write = _thread.allocate_lock()  # threading.Lock, without importing threading
         self.redactor = Redactor(())  # the plan's secrets
+        self._unwritten: list[str] = []  # events a full disk kept back, in order
 
     @property
     def plan_path(self) -> Path:
@@ -291,17 +307,46 @@ class Run:
         return self._logs[rank]
 
     def event(self, kind: str, **data: Any) -> None:
-        """One line of events.jsonl; the plan's secret values are masked in every string."""
+        """One line of events.jsonl; the plan's secret values are masked in every string.
+
+        On a full disk the event is kept (``unwritten``) and written, in order, with the next
+        one that can be: nothing half-written is left in the file, no event is lost while this
+        process lives, and ``events`` includes those waiting."""
         record = {"ts": utc_now(), "kind": kind, **self.redactor.data(data)}
-        with private_open(self.dir / "events.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(record, default=str) + "\n")
+        self._unwritten.append(json.dumps(record, default=str) + "\n")
+        self.flush_events()
+
+    def flush_events(self) -> bool:
+        """Write the events kept back by a full disk; True when none is left."""
+        if not self._unwritten:
+            return True
+        data = "".join(self._unwritten).encode("utf-8")
+        try:
+            fd = opener(str(self.dir / "events.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        except OSError:
+            return False
+        done = 0
+        try:
+            while done < len(data):
+                done += os.write(fd, data[done:])
+            self._unwritten.clear()
+            return True
+        except OSError:
+            if done:
+                os.ftruncate(fd, os.fstat(fd).st_size - done)
+            return False
+        finally:
+            os.close(fd)
+
+    @property
+    def unwritten(self) -> int:
+        return len(self._unwritten)
 
     def events(self) -> list[dict[str, Any]]:
         path = self.dir / "events.jsonl"
-        if not path.exists():
-            return []
+        text = path.read_text() if path.exists() else ""
         out = []
-        for line in path.read_text().splitlines():
+        for line in [*text.splitlines(), *self._unwritten]:
             try:
                 out.append(json.loads(line))
             except ValueError:
@@ -375,10 +420,12 @@ class Run:
     def resume(self, rank: int, container_id: str) -> str | None:
         """Where to read ``container_id``'s log from: its saved cursor, after cutting the rank's
         file back to the lines that cursor accounts for (a follower killed between reading and
-        saving left more); ``None`` (from the start) for a container not seen before. Reads the
-        file when its line count is not known yet: call it in a thread."""
+        saving left more); ``None`` (from the start) for a container not seen before, and for
+        the first container after a restart marker (``NEXT_CONTAINER``: the file is cut back to
+        the marker first). Reads the file when its line count is not known yet: call it in a
+        thread."""
         saved = self.cursors().get(rank, {})
-        if saved.get("container_id") != container_id:
+        if saved.get("container_id") not in (container_id, NEXT_CONTAINER):
             return None
         lines, size = saved.get("lines"), saved.get("bytes")
         log = self.log(rank)
@@ -387,6 +434,8 @@ class Run:
             if cut:
                 self.event("log-rewound", rank=rank, lines=cut)
         cursor = saved.get("cursor")
+        if saved.get("container_id") == NEXT_CONTAINER:
+            return None  # the rank's next container after a restart marker: from its start
         return cursor if isinstance(cursor, str) else None
 
     # -- one follower at a time ----------------------------------------------------------

@@ -14,12 +14,17 @@ it to fault by fault.
   started again; it attaches and catches up what was written meanwhile.
 - ``cli-restart``: while the watch is down, ``sparktui restart`` of one rank or the group from
   the command line; then the watch again.
+- ``disk-fill``: the filesystem the run's files live on (the soak's own tmpfs) filled to the
+  last byte for a while; the follower says so and reads the lines again from the last one
+  written once there is room.
 """
 
 from __future__ import annotations
 
+import errno
 import random
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import sparktui_testbed as tbm
@@ -49,9 +54,10 @@ DOCKERD_PAUSE = Fault("dockerd-pause", (1, 4), (2, 15))
 DOCKERD_KILL = Fault("dockerd-kill", (0.5, 2), (1, 8))
 WATCH_KILL = Fault("watch-kill", (0, 2), (0, 10))
 CLI_RESTART = Fault("cli-restart", (0, 0), (0, 0))
+DISK_FILL = Fault("disk-fill", (1, 5), (2, 30))
 
 TABLE: tuple[Fault, ...] = (KILL_RANK, SSHD_RESTART, NET_CUT, DOCKERD_PAUSE, DOCKERD_KILL,
-                            WATCH_KILL, CLI_RESTART)
+                            WATCH_KILL, CLI_RESTART, DISK_FILL)
 BY_KIND = {f.kind: f for f in TABLE}
 
 
@@ -110,4 +116,30 @@ def inject(soak: Soak, fault: Fault, rnd: random.Random, hold: float) -> str:
             what = "the group" if group else f"rank {rank}"
             return f"{what}: exit {res.returncode}" + (f" ({res.stderr.strip()[-200:]})"
                                                        if res.returncode else "")
+        case "disk-fill":
+            filled = fill(soak.state_top)
+            try:
+                soak.sleep(hold)
+            finally:
+                (soak.state_top / FILLER).unlink()
+            return f"{filled / 2**20:.0f} MiB filled"
     raise AssertionError(f"no such fault: {fault.kind}")
+
+
+FILLER = ".chaos-filler"
+
+
+def fill(top: Path) -> int:
+    """Fill the filesystem of ``top`` to the last byte (a file of zeros there); its size."""
+    chunk = bytes(1 << 20)
+    size = 0
+    with open(top / FILLER, "wb", buffering=0) as f:
+        for step in (chunk, bytes(4096), b"\0"):
+            while True:
+                try:
+                    size += f.write(step) or 0
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+                    break
+    return size

@@ -26,6 +26,7 @@ import collections
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -48,6 +49,8 @@ SECRET = "sptb-chaos-secret-7f3a9c"
 TRUTH_BOUND_S = 45.0
 """After a fault ends, sparktui's states agree with Docker's within this (a group restarted by
 the watchdog included: the group falls, is replaced and boots)."""
+STATE_MIB = 64
+"""The tmpfs the run's files live on (filled by ``disk-fill``): hours of ticks fit in it."""
 BUDGET = 100
 WINDOW = "10m"
 """The most the recipe allows: a soak restarts the group a few times a minute at most."""
@@ -166,7 +169,8 @@ class Soak:
         self.world = WORLD
         self.recipe = chaos_recipe(workdir / "recipes")
         self.slug = self.recipe.name
-        self.env = state_env(workdir / "state")
+        self.state_top = workdir / "state"  # the run's files' filesystem: a tmpfs of its own
+        self.env = state_env(self.state_top)
         self.state = Path(self.env["XDG_STATE_HOME"]) / "sparktui"
         self.truth = Docker.of(testbed, self.slug)
         self.recorder = Recorder(self.truth)
@@ -178,6 +182,7 @@ class Soak:
         self.t0 = time.monotonic()
         self.log = log or (lambda _m: None)
         self.run_id: str | None = None
+        self.mounted = False
 
     # -- helpers ---------------------------------------------------------------------------
     def sleep(self, seconds: float) -> None:
@@ -227,10 +232,19 @@ class Soak:
             self.recorder.stop()
             self.watch.kill()
             self.truth.close()
+            if self.mounted:  # kept for a look after a violation: copied out first
+                if sys.exc_info()[0] is not None:
+                    shutil.copytree(self.state_top, self.workdir / "state-kept", dirs_exist_ok=True)
+                subprocess.run(["umount", "-l", str(self.state_top)], check=False)
         self.report.seconds = self.elapsed()
         return self.report
 
     def setup(self) -> None:
+        self.state_top.mkdir(parents=True, exist_ok=True)
+        if table.DISK_FILL in self.kinds:
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={STATE_MIB}m,mode=0700", "chaos",
+                            str(self.state_top)], check=True, capture_output=True)
+            self.mounted = True
         self.cli("down")  # what an earlier soak of this recipe left (its state folder aside)
         res = self.cli("up", "--wait")
         if res.returncode != 0:
