@@ -555,7 +555,7 @@ class Orchestrator:
             info.new_launch()
         self._start_run(run, fresh=True)
         if not run.try_lock():
-            raise RuntimeError("another sparktui follows this run")
+            raise SparkError("another sparktui (a console or a watch) follows this run")
         self.following = True
         if self.plan.staging:  # data first: verification only when the ledgers are good
             for info in self.ranks:
@@ -710,7 +710,7 @@ class Orchestrator:
         0.1 s, then the newest ``cap`` kept lines (``backend/history.py``)."""
         target = run or self.run
         if target is None:
-            raise RuntimeError("no run to grep")
+            raise SparkError("no run to grep")
         return grep_run(target, ranks, line_filter, cap=cap, pool=self.scanners)
 
     def warm_grep(self, ranks: list[int], run: Run | None = None) -> None:
@@ -754,11 +754,12 @@ class Orchestrator:
         if self.run is None and not await self.attach(follow=False):
             if self.held:
                 raise HeldElsewhere(self.recipe.slug, self.cluster.name, self.owner, self.held)
-            raise RuntimeError("nothing is running for this recipe")
+            raise SparkError("nothing is running for this recipe")
         run = self.run
         assert run is not None
         if not run.try_lock():
-            raise RuntimeError("another sparktui follows this run; restart from there")
+            raise SparkError("another sparktui (a console or a watch) follows this run; restart "
+                             "from there")
         self.following = True
         return run
 

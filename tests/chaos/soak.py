@@ -161,9 +161,13 @@ class Watch:
 class Soak:
     def __init__(self, testbed: Any, workdir: Path, seed: int, *, faults: int = 40,
                  seconds: float = 220, kinds: Sequence[str] | None = None, long: bool = False,
-                 watch_prefix: Sequence[str] = (), log: Callable[[str], None] | None = None) -> None:
+                 watch_prefix: Sequence[str] = (), log: Callable[[str], None] | None = None,
+                 check_odds: float = 0.5) -> None:
+        """``check_odds``: how often a fault is followed by the checkers at once (otherwise the
+        next one lands on its aftermath); always at the end."""
         self.testbed, self.workdir, self.seed = testbed, workdir, seed
         self.max_faults, self.max_seconds, self.long = faults, seconds, long
+        self.check_odds = check_odds
         self.kinds = [table.BY_KIND[k] for k in kinds] if kinds else list(table.TABLE)
         self.rnd = random.Random(seed)
         self.world = WORLD
@@ -216,28 +220,36 @@ class Soak:
             while (len(self.report.faults) < self.max_faults
                    and self.elapsed() < self.max_seconds):
                 self.one_fault()
-                if self.rnd.random() < 0.5 or len(self.report.faults) == self.max_faults:
+                if self.rnd.random() < self.check_odds:
                     self.check()
                 else:
                     self.sleep(self.rnd.uniform(0, 1.5))  # the next lands on its aftermath
             self.check()
             self.finish()
         except BaseException:
-            self.watch.kill()
-            for said in tbf.mend_all(self.testbed):
-                self.log(f"mended: {said}")
-            self.cli("down")  # the group goes; the state folder stays for a look
+            self.abort()
             raise
         finally:
-            self.recorder.stop()
-            self.watch.kill()
-            self.truth.close()
-            if self.mounted:  # kept for a look after a violation: copied out first
-                if sys.exc_info()[0] is not None:
-                    shutil.copytree(self.state_top, self.workdir / "state-kept", dirs_exist_ok=True)
-                subprocess.run(["umount", "-l", str(self.state_top)], check=False)
+            self.close()
         self.report.seconds = self.elapsed()
         return self.report
+
+    def abort(self) -> None:
+        """After a violation: every fault mended, the group down; the files kept for a look."""
+        self.watch.kill()
+        for said in tbf.mend_all(self.testbed):
+            self.log(f"mended: {said}")
+        self.cli("down")
+        if self.mounted:
+            shutil.copytree(self.state_top, self.workdir / "state-kept", dirs_exist_ok=True)
+
+    def close(self) -> None:
+        self.recorder.stop()
+        self.watch.kill()
+        self.truth.close()
+        if self.mounted:
+            self.mounted = False
+            subprocess.run(["umount", "-l", str(self.state_top)], check=False)
 
     def setup(self) -> None:
         self.state_top.mkdir(parents=True, exist_ok=True)

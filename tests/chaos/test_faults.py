@@ -1,0 +1,150 @@
+"""Each fault of the soak's table alone, on one running group (the demo recipe, a rank a node,
+``sparktui watch`` following it with its watchdog), with what an operator then sees: what the
+watch says, what ``status`` says, and after the fault the soak's checkers (``status --json``
+agrees with Docker, every rank's numbered lines once and in order)."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparktui_testbed import faults as tbf
+from tests.chaos import faults as table
+from tests.chaos.soak import Soak
+from tests.runner import TRACEBACK
+
+pytestmark = pytest.mark.realparts
+
+
+@pytest.fixture(scope="module")
+def soak(testbed: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Soak]:
+    s = Soak(testbed, tmp_path_factory.mktemp("faults"), 11)
+    s.setup()
+    try:
+        yield s
+        s.finish()  # the watchdog in budget, down leaves nothing, no traceback, no secret
+    except BaseException:
+        s.abort()
+        raise
+    finally:
+        s.close()
+
+
+def said_since(soak: Soak, mark: int) -> str:
+    return soak.watch.out.read_bytes()[mark:].decode(errors="replace")
+
+
+def ids(soak: Soak) -> list[str]:
+    return [r["container_id"] for r in soak.status()["ranks"]]
+
+
+def node(soak: Soak, name: str) -> Any:
+    return next(n for n in soak.testbed.nodes if n.name == name)
+
+
+def inject(soak: Soak, kind: str, hold: float, seed: int = 0) -> tuple[str, int]:
+    """The fault on a random target of ``seed``; what it hit, and where the watch's words
+    about it start."""
+    mark = len(soak.watch.out.read_bytes())
+    return table.inject(soak, table.BY_KIND[kind], random.Random(seed), hold), mark
+
+
+def restarts(soak: Soak) -> list[int]:
+    return [r["restarts"] for r in soak.status()["ranks"]]
+
+
+def test_a_killed_rank_is_failed_and_the_watchdog_restarts_the_group(soak: Soak) -> None:
+    before, counts = ids(soak), restarts(soak)
+    target, mark = inject(soak, "kill-rank", 0, seed=1)
+    soak.check()
+    said = said_since(soak, mark)
+    assert "failed after ready" in said and "watchdog: restarting the whole group" in said, said
+    assert "exited with code 137" in said, said
+    after = ids(soak)
+    assert not set(before) & set(after), (target, before, after)  # every rank replaced
+    assert restarts(soak) == [c + 1 for c in counts]
+
+
+def test_an_sshd_restart_is_survived_with_the_same_containers(soak: Soak) -> None:
+    before = ids(soak)
+    target, mark = inject(soak, "sshd-restart", 1.0, seed=2)
+    soak.check()
+    assert f"node {target}: reconnecting" in said_since(soak, mark)
+    assert ids(soak) == before
+
+
+def test_a_cut_node_is_said_unreachable_and_nothing_is_lost_when_it_is_back(soak: Soak) -> None:
+    before = ids(soak)
+    victim = node(soak, "node2")
+    tbf.cut(victim)
+    try:
+        time.sleep(1)
+        during = soak.cli("status", "--json", timeout=90)
+    finally:
+        tbf.mend(victim)
+    assert during.returncode == 0, during.stderr
+    assert "node2" in during.stderr and "10.250." in during.stderr, during.stderr  # named, with why
+    rows = json.loads(during.stdout)["ranks"]
+    assert rows[2]["state"] != "ready" or rows[2]["health"] is None, rows[2]  # no fresh claim
+    soak.check()
+    assert ids(soak) == before
+
+
+def test_a_paused_engine_is_survived_with_the_same_containers(soak: Soak) -> None:
+    before = ids(soak)
+    target, _mark = inject(soak, "dockerd-pause", 4.0, seed=3)
+    soak.check()
+    assert ids(soak) == before, target
+
+
+def test_a_killed_engine_stops_its_rank_and_the_watchdog_restarts_the_group(soak: Soak) -> None:
+    before, counts = ids(soak), restarts(soak)
+    target, mark = inject(soak, "dockerd-kill", 1.0, seed=4)
+    soak.check()
+    said = said_since(soak, mark)
+    assert f"node {target}: reconnecting" in said, said
+    assert "watchdog: restarting the whole group" in said, said
+    assert not set(before) & set(ids(soak))
+    assert all(r > c for r, c in zip(restarts(soak), counts, strict=True))
+
+
+def test_a_killed_watch_started_again_catches_up_every_line(soak: Soak) -> None:
+    before = ids(soak)
+    _target, mark = inject(soak, "watch-kill", 3.0)
+    soak.check()  # the lines the ranks wrote while no one watched: in the files, once
+    assert "watching demo-chaos" in said_since(soak, mark)
+    assert ids(soak) == before
+
+
+def test_a_restart_from_the_command_line_while_the_watch_follows_is_refused(soak: Soak) -> None:
+    before = ids(soak)
+    res = soak.cli("restart", "--rank", "1")
+    assert res.returncode != 0 and "follows this run; restart from there" in res.stderr, res.stderr
+    assert TRACEBACK not in res.stderr, res.stderr
+    assert ids(soak) == before
+
+
+def test_a_rank_restarted_alone_with_the_watch_down_brings_its_group_back(soak: Soak) -> None:
+    soak.watch.kill()
+    res = soak.cli("restart", "--rank", "1")
+    assert res.returncode == 0 and "rank 1 replaced" in res.stderr, res.stderr
+    mark = len(soak.watch.out.read_bytes())
+    soak.watch.start()
+    soak.check()  # rank 1's old container's last lines kept; the group back, by the watchdog
+    said = said_since(soak, mark)
+    assert "watchdog: restarting the whole group" in said, said
+
+
+def test_a_full_disk_is_said_and_every_line_is_written_once_there_is_room(soak: Soak) -> None:
+    _target, mark = inject(soak, "disk-fill", 4.0)
+    soak.check()
+    said = said_since(soak, mark)
+    assert "its log cannot be written" in said and "No space left on device" in said, said
+    assert "its log is written again, from where it stopped" in said, said
+    assert not (Path(soak.state_top) / table.FILLER).exists()
