@@ -128,6 +128,37 @@ def test_resume_cuts_the_file_back_to_the_saved_cursor(tmp_path: Path) -> None:
     assert again.log(0).lines == 4
 
 
+def test_after_a_restart_marker_the_next_container_is_read_from_its_start_after_it(
+        tmp_path: Path) -> None:
+    """The marker is accounted at once (``NEXT_CONTAINER``): a resume of the old container
+    keeps it, and the new container's lines a killed follower wrote before saving a cursor of
+    its own are cut and read again from its start (found by the chaos soak: the marker was cut
+    off by a resume, and the new container's lines were skipped by the catch-up)."""
+    store = RunStore(tmp_path)
+    run = store.create("demo")
+    assert run.try_lock()
+    run.log(0).append(lines(1, 4))
+    run.set_cursor(0, "old", "400", save=True)
+    run.log(0).append([("2026-01-01T00:01:00.000000Z", f"{runstore.MARKER}rank 0 restarted ---")])
+    run.set_cursor(0, runstore.NEXT_CONTAINER, None, save=True)
+    run.log(0).append(lines(5, 2))  # the new container's first lines, then the follower died
+    assert run._lock is not None
+    run._lock.close()
+    again = store.open(run.id)
+    assert again is not None and again.try_lock()
+    assert again.resume(0, "new") is None  # from the new container's start ...
+    texts = [text for _, _, text in again.log(0).read()]
+    assert texts[-1].startswith(runstore.MARKER) and len(texts) == 5  # ... after the marker
+
+
+def test_a_full_disk_batch_is_taken_back_whole(tmp_path: Path) -> None:
+    """/dev/full takes nothing: the batch's lines are not counted as written."""
+    log = runstore.RankLog(Path("/dev/full"), count=0)
+    with pytest.raises(OSError):
+        log.append(lines(1, 3))
+    assert log.count == 0
+
+
 def test_a_file_is_counted_as_a_binary_read_of_its_lines(tmp_path: Path) -> None:
     path = tmp_path / "r0.log"
     for data in (b"", b"a\n", b"a\nb", b"a\r\nb\n\n", b"x\n" * 700_000 + b"tail"):
