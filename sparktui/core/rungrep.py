@@ -193,8 +193,10 @@ def _merge(streams: dict[int, Iterator[list[Any]]], pending: dict[int, list[Any]
 STAMP: Final = 30
 """Bytes of a normalised time stamp (``norm_ts``): nearly every line's."""
 KEY: Final = STAMP + 8 + 16
-"""A record's key: the stamp, the rank in 8 hex digits and the place in 16. Of fixed widths,
-records compare as their ``(stamp, rank, place)`` do, whatever follows the key."""
+"""A record's key: the stamp, the rank in 8 hex digits and the place in 16 (0 for a line
+whose stamp is greater than any before it in its rank's file: its stamp and rank alone say
+where it goes). Of fixed widths, records compare as their lines' ``(stamp, rank, place)`` do,
+whatever follows the key."""
 
 Line = tuple[bytes, int, int, bytes]
 """A kept line as ``sparktui logs`` writes it, where a record cannot hold it (a stamp of
@@ -256,6 +258,9 @@ def _rank_blocks(path: Path, rank: int, search: BlockSearch, form: Form, size: i
     fits = 0 <= rank < 1 << 32
     stamped, raw = form.timestamps, form.raw
     whole = {STAMP}
+    tied = head + b"0" * 16 + name  # a line's key and start where its place is not needed
+    newest: bytes | None = b"" if start == 0 else None  # the greatest stamp so far (None: the
+    # lines before ``start`` were not read)
     dense = False
     for offset, data, lo, hi in blocks(path, size=size, start=start, limit=limit):
         kept = search.kept(data, lo, hi, dense=dense)
@@ -268,8 +273,16 @@ def _rank_blocks(path: Path, rank: int, search: BlockSearch, form: Form, size: i
             stamps = [ts if len(ts := buf[s:t if t >= 0 else e]) == STAMP else norm(ts)
                       for s, t, e in spans]
             if fits and set(map(len, stamps)) == whole and stamps == sorted(stamps):
-                # one format a line (a list of parts and a join cost 30 % more)
-                if stamped:
+                if newest is not None and stamps[0] > newest and len(set(stamps)) == len(stamps):
+                    # every stamp new to the rank: (stamp, rank) is the line's whole key, and
+                    # the place (0 here) saves a format a line (30 % of the records' time)
+                    if stamped:
+                        records = [b"%s%s%s %s" % (ts, tied, ts[11:23], buf[t + 1:e] if t >= 0 else b"")
+                                   for ts, (_s, t, e) in zip(stamps, spans, strict=True)]
+                    else:
+                        records = [ts + tied + buf[t + 1:e] if t >= 0 else ts + tied
+                                   for ts, (_s, t, e) in zip(stamps, spans, strict=True)]
+                elif stamped:
                     records = [b"%s%s%016x%s%s %s" % (ts, head, base + s, name, ts[11:23],
                                                        buf[t + 1:e] if t >= 0 else b"")
                                for ts, (s, t, e) in zip(stamps, spans, strict=True)]
@@ -277,6 +290,8 @@ def _rank_blocks(path: Path, rank: int, search: BlockSearch, form: Form, size: i
                     records = [b"%s%s%016x%s%s" % (ts, head, base + s, name,
                                                    buf[t + 1:e] if t >= 0 else b"")
                                for ts, (s, t, e) in zip(stamps, spans, strict=True)]
+                if newest is not None:
+                    newest = max(newest, stamps[-1])
                 joined = b"\n".join(records)
                 if not raw and visible_bytes(joined) is not joined:  # a control somewhere
                     joined = b"\n".join([record[:KEY] + visible_bytes(record[KEY:])
@@ -294,6 +309,8 @@ def _rank_blocks(path: Path, rank: int, search: BlockSearch, form: Form, size: i
             lines = [name + text for text in texts]
         if not raw:
             lines = [visible_bytes(line) for line in lines]
+        if newest is not None:
+            newest = max(newest, *stamps)
         if fits and set(map(len, stamps)) == whole and stamps == sorted(stamps):
             yield b"\n".join([b"%s%s%016x%s" % (ts, head, base + s, line)
                               for ts, (s, _t, _e), line in zip(stamps, spans, lines, strict=True)])
