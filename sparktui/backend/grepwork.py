@@ -2,10 +2,12 @@
 
 The search (``core.rungrep``) holds the GIL, so threads would take turns; processes search side
 by side and send their kept lines back through a pipe as frames (a length, then ``marshal``: a
-few ms for ten thousand lines). ``sparktui logs`` forks its workers (``searching``: nothing to
-import again) when the run is big enough to pay for a fork (``PARALLEL_BYTES``) and it has one
-thread (a fork copies only the thread that calls it: another thread's locks would stay locked in
-the child); the console, which has threads, starts scanner processes (``backend/grepscan.py``).
+few ms for ten thousand lines; for ``sparktui logs`` the lines already written, a batch of
+records as one bytes object: ``rungrep.rank_lines``). ``sparktui logs`` forks its workers
+(``searching``: nothing to import again) when the run is big enough to pay for a fork
+(``PARALLEL_BYTES``) and it has one thread (a fork copies only the thread that calls it:
+another thread's locks would stay locked in the child); the console, which has threads, starts
+scanner processes (``backend/grepscan.py``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ a long run: 1.5 s where ``grep -E`` takes 0.12 s). Here a rank's file is read in
 lines, the regex runs over a block in one call, in C, and Python only touches the lines it finds
 (``core.blockgrep`` decides where to look; the rules stay in ``core.linefilter``): for
 ``sparktui logs`` every rank's kept lines merged in capture order (``rank_found``,
-``merge_found``), for the console a scan that numbers them, keeps the newest and counts the rest
+``merge_found``; written where they are searched and merged as bytes: ``rank_lines``,
+``merge_lines``), for the console a scan that numbers them, keeps the newest and counts the rest
 (``RunScan``), and the newest lines of a file (``tail``).
 
 Lines are the ones ``RankLog.read`` yields: universal newlines (``\\r\\n`` and a lone ``\\r`` end a
