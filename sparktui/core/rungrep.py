@@ -357,6 +357,8 @@ def merge_lines(sources: dict[int, Iterator[bytes | list[Line]]], *,
             if cut:
                 out += records[:cut]
                 pending[rank] = records[cut:]
+        if not out:  # the rank of ``upto`` always gives its batch: its records were not sorted
+            raise RuntimeError("merge_lines: a batch of records out of order")
         out.sort()
         if cutoff is not None:
             out = _since(out, cutoff)
