@@ -151,3 +151,19 @@ def test_a_big_run_over_the_workers_is_written_as_in_one_process(tmp_path: Path)
             with searching(paths, search, size=4096, workers=3, form=form) as sources:
                 assert b"".join(merge_lines(sources, cutoff=cutoff)) == want  # type: ignore[arg-type]
     assert want.count(b"\n") > 3000
+
+
+def test_records_out_of_order_are_an_error_not_a_hang() -> None:
+    """The searches send each batch sorted; one that is not would leave the merge without a
+    record to write, and it says so rather than wait forever."""
+    def record(second: int, rank: int, text: bytes) -> bytes:
+        return b"2026-01-01T00:00:%02d.000000000Z%08x%016x" % (second, rank, 0) + text
+
+    fine = {0: iter([record(1, 0, b"r0 a") + b"\n" + record(3, 0, b"r0 b")]),
+            1: iter([record(2, 1, b"r1 c")])}
+    assert b"".join(merge_lines(fine)) == b"r0 a\nr1 c\nr0 b\n"
+    unsorted = {0: iter([b"\n".join([record(5, 0, b"r0 a"), record(6, 0, b"r0 b"),
+                                      record(1, 0, b"r0 c")])]),
+                1: iter([record(3, 1, b"r1 c") + b"\n" + record(9, 1, b"r1 d")])}
+    with pytest.raises(RuntimeError, match="out of order"):
+        list(merge_lines(unsorted))
