@@ -2,10 +2,12 @@
 
 The search (``core.rungrep``) holds the GIL, so threads would take turns; processes search side
 by side and send their kept lines back through a pipe as frames (a length, then ``marshal``: a
-few ms for ten thousand lines). ``sparktui logs`` forks its workers (``searching``: nothing to
-import again) when the run is big enough to pay for a fork (``PARALLEL_BYTES``) and it has one
-thread (a fork copies only the thread that calls it: another thread's locks would stay locked in
-the child); the console, which has threads, starts scanner processes (``backend/grepscan.py``).
+few ms for ten thousand lines; for ``sparktui logs`` the lines already written, a batch of
+records as one bytes object: ``rungrep.rank_lines``). ``sparktui logs`` forks its workers
+(``searching``: nothing to import again) when the run is big enough to pay for a fork
+(``PARALLEL_BYTES``) and it has one thread (a fork copies only the thread that calls it:
+another thread's locks would stay locked in the child); the console, which has threads, starts
+scanner processes (``backend/grepscan.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 from sparktui.core import timing
 from sparktui.core.blockgrep import BlockSearch
 from sparktui.core.errors import SparkError
-from sparktui.core.rungrep import BLOCK_BYTES, Found, file_size, rank_found
+from sparktui.core.rungrep import BLOCK_BYTES, Form, Found, Line, file_size, rank_found, rank_lines
 
 TYPE_CHECKING = False  # ``typing`` is not imported on the path of ``sparktui logs`` (2 ms)
 if TYPE_CHECKING:
@@ -59,10 +61,15 @@ def groups(paths: dict[int, Path], workers: int) -> list[dict[int, Path]]:
     return [dict(sorted(group.items())) for group in out if group]
 
 
-class Sources(dict[int, Iterator[list[Found]]]):
+Batch = list[Found] | bytes | list[Line]
+"""What a rank's search gives at a time: ``rank_found``'s, or ``rank_lines``' when the lines
+are written where they are searched."""
+
+
+class Sources(dict[int, Iterator[Batch]]):
     """Each rank's batches (``searching``), and the workers they come from."""
 
-    def __init__(self, found: dict[int, Iterator[list[Found]]], workers: list[Worker]) -> None:
+    def __init__(self, found: dict[int, Iterator[Batch]], workers: list[Worker]) -> None:
         super().__init__(found)
         self.workers = workers
 
@@ -93,12 +100,13 @@ class Sources(dict[int, Iterator[list[Found]]]):
 @contextlib.contextmanager
 def searching(paths: dict[int, Path], search: BlockSearch, *, size: int = BLOCK_BYTES,
               workers: int | None = None, limits: dict[int, int] | None = None,
-              nice: int = 0) -> Iterator[Sources]:
+              nice: int = 0, form: Form | None = None) -> Iterator[Sources]:
     """Each rank's kept lines, a batch at a time: from worker processes when the run is big
     and this machine has the cores (``workers``: that many, whatever the size), else searched
     here. ``limits``: a rank's file read to that byte only; ``nice``: the workers' niceness
-    (searching ahead of a catch-up that is the longer path: it gets the cores first). Workers
-    are ended on the way out."""
+    (searching ahead of a catch-up that is the longer path: it gets the cores first); ``form``:
+    the lines written so, ``rank_lines``' batches (for ``merge_lines``), else ``rank_found``'s.
+    Workers are ended on the way out."""
     limits = limits or {}
     if workers is None:
         big = sum(map(file_size, paths.values())) >= PARALLEL_BYTES
@@ -110,13 +118,13 @@ def searching(paths: dict[int, Path], search: BlockSearch, *, size: int = BLOCK_
             timing.mark(f"search: {workers} workers ({threading.active_count() if threading else 1}"
                         " threads)")
     if workers < 2 or len(paths) < 2:
-        yield Sources({rank: rank_found(path, rank, search, size=size, limit=limits.get(rank))
+        yield Sources({rank: _found(path, rank, search, size, limits.get(rank), form)
                        for rank, path in paths.items()}, [])
         return
     started: list[Worker] = []
     try:
         for group in groups(paths, workers):
-            started.append(Worker.start(group, search, size, limits, nice))
+            started.append(Worker.start(group, search, size, limits, nice, form))
         yield Sources({rank: worker.batches(rank) for worker in started for rank in worker.ranks},
                       started)
     finally:
@@ -126,7 +134,8 @@ def searching(paths: dict[int, Path], search: BlockSearch, *, size: int = BLOCK_
 
 class Worker:
     """One forked process searching some ranks' files; frames on its pipe are
-    ``marshal``-ed ``(rank, batch)``, ``(rank, None)`` once a rank is done, and
+    ``marshal``-ed ``(rank, batch)`` (a ``rank_lines`` batch of records: one bytes object, a
+    copy each way), ``(rank, None)`` once a rank is done, and
     ``(-1, sentence)`` if it failed."""
 
     def __init__(self, pid: int, fd: int, ranks: list[int]) -> None:
@@ -134,13 +143,14 @@ class Worker:
         self.fd = fd
         self.ranks = ranks
         self.reader = io.BufferedReader(io.FileIO(fd, "r"), PIPE_BYTES)
-        self.queues: dict[int, deque[list[Found]]] = {rank: deque() for rank in ranks}
+        self.queues: dict[int, deque[Batch]] = {rank: deque() for rank in ranks}
         self.open = set(ranks)
         self.done = False
 
     @classmethod
     def start(cls, group: dict[int, Path], search: BlockSearch, size: int,
-              limits: dict[int, int] | None = None, nice: int = 0) -> Worker:
+              limits: dict[int, int] | None = None, nice: int = 0,
+              form: Form | None = None) -> Worker:
         read_fd, write_fd = os.pipe()
         with contextlib.suppress(AttributeError, OSError):  # a larger pipe: fewer stalls
             import fcntl
@@ -152,11 +162,11 @@ class Worker:
             if nice:
                 with contextlib.suppress(OSError):
                     os.nice(nice)
-            os._exit(_serve(write_fd, group, search, size, limits or {}))
+            os._exit(_serve(write_fd, group, search, size, limits or {}, form))
         os.close(write_fd)
         return cls(pid, read_fd, list(group))
 
-    def batches(self, rank: int) -> Iterator[list[Found]]:
+    def batches(self, rank: int) -> Iterator[Batch]:
         queue = self.queues[rank]
         while True:
             while not queue and rank in self.open:
@@ -195,14 +205,14 @@ class Worker:
 
 
 def _serve(fd: int, group: dict[int, Path], search: BlockSearch, size: int,
-           limits: dict[int, int]) -> int:
+           limits: dict[int, int], form: Form | None) -> int:
     """The worker's whole life: its ranks' batches in turn (so the merge, which needs every
     rank, never waits on one while another fills the pipe), then an exit status."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # ^C reaches the whole group: just end
     out = io.FileIO(fd, "w")
     try:
-        streams = {rank: rank_found(path, rank, search, size=size, limit=limits.get(rank))
+        streams = {rank: _found(path, rank, search, size, limits.get(rank), form)
                    for rank, path in group.items()}
         while streams:
             for rank in list(streams):
@@ -217,6 +227,13 @@ def _serve(fd: int, group: dict[int, Path], search: BlockSearch, size: int,
         with contextlib.suppress(OSError):
             _send(out, frame((-1, f"{type(exc).__name__}: {exc}"[:500])))
         return 2
+
+
+def _found(path: Path, rank: int, search: BlockSearch, size: int, limit: int | None,
+           form: Form | None) -> Iterator[Batch]:
+    if form is None:
+        return rank_found(path, rank, search, size=size, limit=limit)
+    return rank_lines(path, rank, search, form, size=size, limit=limit)
 
 
 def _send(out: io.FileIO, data: bytes) -> None:

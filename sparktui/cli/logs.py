@@ -18,10 +18,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from sparktui.core.blockgrep import BlockSearch
-from sparktui.core.controls import visible, visible_bytes
+from sparktui.core.controls import visible
 from sparktui.core.errors import SparkError
 from sparktui.core.linefilter import LineFilter
-from sparktui.core.rungrep import Found, end_print, merge_found, norm_ts, rank_found
+from sparktui.core.rungrep import Form, Line, end_print, merge_lines, norm_ts, rank_lines
 from sparktui.core.runstore import Run
 
 TYPE_CHECKING = False  # ``typing`` is not imported on the path of an ended run (2 ms)
@@ -78,7 +78,8 @@ def logs_ahead(args: argparse.Namespace, run: Run, search: BlockSearch,
     limits = {rank: end[0] for rank, end in ends.items() if end is not None}
     sys.stdout.flush()  # nothing buffered is copied into a worker or the catch-up
     sys.stderr.flush()
-    with searching(paths, search, limits=limits, nice=AHEAD_NICE) as sources:
+    form = Form(timestamps=args.timestamps, raw=args.raw)
+    with searching(paths, search, limits=limits, nice=AHEAD_NICE, form=form) as sources:
         read_fd, write_fd = os.pipe()
         pid = os.fork()
         if pid == 0:  # the catch-up: connect, copy what the containers wrote, say which run
@@ -103,12 +104,11 @@ def logs_ahead(args: argparse.Namespace, run: Run, search: BlockSearch,
         now = _paths(caught, args.rank)
         if caught.dir == run.dir and now.keys() == paths.keys() and all(
                 _whole_lines(path, limits[rank]) == ends[rank] for rank, path in paths.items()):
-            found: dict[int, Iterator[list[Found]]] = {
-                rank: itertools.chain(sources[rank], rank_found(path, rank, search,
+            found: dict[int, Iterator[bytes | list[Line]]] = {
+                rank: itertools.chain(sources[rank], rank_lines(path, rank, search, form,
                                                                 start=limits[rank]))
                 for rank, path in now.items()}  # what was there, then what the catch-up added
-            write_found(merge_found(found), cutoff=cutoff, timestamps=args.timestamps,
-                        raw=args.raw)
+            write_lines(merge_lines(found, cutoff=cutoff))
             mark("logs: printed")
             args.leave_at_once = True
             return 0
@@ -286,34 +286,14 @@ def print_run(run: Run, search: BlockSearch, *, rank: int | None, cutoff: bytes 
     if rank is not None:
         paths = {rank: paths[rank]} if rank in paths else {}
     sys.stdout.flush()  # nothing buffered is copied into a worker
-    with searching(paths, search) as sources:
-        write_found(merge_found(sources), cutoff=cutoff, timestamps=timestamps, raw=raw)
+    with searching(paths, search, form=Form(timestamps=timestamps, raw=raw)) as sources:
+        write_lines(merge_lines(sources, cutoff=cutoff))
 
 
-def write_found(batches: Iterable[list[Found]], *, cutoff: bytes | None, timestamps: bool,
-                raw: bool = False) -> None:
+def write_lines(chunks: Iterable[bytes]) -> None:
     """Lines as the engine wrote them (data, like ``docker logs``: never markup), UTF-8, their
-    control characters visible unless ``raw``."""
+    control characters made visible where they were searched (``rungrep.rank_lines``)."""
     out = sys.stdout.buffer
-    names = _Names()
-    for batch in batches:
-        if cutoff is not None:
-            batch = [found for found in batch if found[0] >= cutoff]
-        if timestamps:  # one concatenation a line: half the time of a list of parts
-            lines = [names[rank] + key[11:23] + b" " + text for key, rank, _place, text in batch]
-        else:
-            lines = [names[rank] + text for _key, rank, _place, text in batch]
-        if not lines:
-            continue
-        lines.append(b"")
-        chunk = b"\n".join(lines)
-        out.write(chunk if raw else visible_bytes(chunk))
+    for chunk in chunks:
+        out.write(chunk)
         out.flush()
-
-
-class _Names(dict[int, bytes]):
-    """``r<rank> `` for each rank, made once."""
-
-    def __missing__(self, rank: int) -> bytes:
-        name = self[rank] = b"r%d " % rank
-        return name

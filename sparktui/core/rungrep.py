@@ -5,7 +5,8 @@ a long run: 1.5 s where ``grep -E`` takes 0.12 s). Here a rank's file is read in
 lines, the regex runs over a block in one call, in C, and Python only touches the lines it finds
 (``core.blockgrep`` decides where to look; the rules stay in ``core.linefilter``): for
 ``sparktui logs`` every rank's kept lines merged in capture order (``rank_found``,
-``merge_found``), for the console a scan that numbers them, keeps the newest and counts the rest
+``merge_found``; written where they are searched and merged as bytes: ``rank_lines``,
+``merge_lines``), for the console a scan that numbers them, keeps the newest and counts the rest
 (``RunScan``), and the newest lines of a file (``tail``).
 
 Lines are the ones ``RankLog.read`` yields: universal newlines (``\\r\\n`` and a lone ``\\r`` end a
@@ -17,6 +18,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
+import operator
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -145,10 +147,15 @@ def merge_found(sources: dict[int, Iterator[list[Found]]]) -> Iterator[list[Foun
     read past it. Only kept lines are merged, a batch with one ``list.sort`` (each rank's batch
     is a sorted run already). The order is ``heapq.merge``'s, as the console merges its windows:
     should a rank's time stamps go back (a clock stepped), the rest is merged by
-    ``heapq.merge`` itself."""
+    ``heapq.merge`` itself. ``merge_lines`` gives the same order, written."""
     streams = dict(sorted(sources.items()))
-    pending: dict[int, list[Found]] = {rank: [] for rank in streams}
-    last: dict[int, Found | None] = {rank: None for rank in streams}  # each rank's latest line
+    return _merge(streams, {rank: [] for rank in streams}, {rank: None for rank in streams})
+
+
+def _merge(streams: dict[int, Iterator[list[Any]]], pending: dict[int, list[Any]],
+           last: dict[int, Any]) -> Iterator[list[Any]]:
+    """``merge_found`` from a state: what each rank holds (``pending``) and its latest line
+    (``last``); the items compare in capture order (``Found``, ``Line``)."""
     while streams:
         for rank in list(streams):
             if pending[rank]:
@@ -169,7 +176,7 @@ def merge_found(sources: dict[int, Iterator[list[Found]]]) -> Iterator[list[Foun
         if not streams:
             break
         upto = min(pending[rank][-1] for rank in streams)  # no rank can bring one before this
-        out: list[Found] = []
+        out: list[Any] = []
         for rank, lines in pending.items():
             cut = bisect.bisect_right(lines, upto)
             if cut:
@@ -181,6 +188,232 @@ def merge_found(sources: dict[int, Iterator[list[Found]]]) -> Iterator[list[Foun
     rest.sort()
     if rest:
         yield rest
+
+
+# -- the command line's lines, written by the ranks' searches ---------------------------------
+STAMP: Final = 30
+"""Bytes of a normalised time stamp (``norm_ts``): nearly every line's."""
+KEY: Final = STAMP + 8 + 16
+"""A record's key: the stamp, the rank in 8 hex digits and the place in 16 (0 for a line
+whose stamp is greater than any before it in its rank's file: its stamp and rank alone say
+where it goes). Of fixed widths, records compare as their lines' ``(stamp, rank, place)`` do,
+whatever follows the key."""
+
+Line = tuple[bytes, int, int, bytes]
+"""A kept line as ``sparktui logs`` writes it, where a record cannot hold it (a stamp of
+another length, stamps that go back): ``(stamp, rank, place, the line written)``; compares as
+``Found`` does."""
+
+
+class Form:
+    """How ``sparktui logs`` writes a kept line: ``r<rank> ``, its time to the millisecond
+    (``timestamps``), its text with control characters visible unless ``raw``."""
+
+    __slots__ = ("raw", "timestamps")
+
+    def __init__(self, *, timestamps: bool = False, raw: bool = False) -> None:
+        self.timestamps = timestamps
+        self.raw = raw
+
+
+GATHER: Final = 1024
+"""Records ``rank_lines`` gathers into a batch (from blocks that follow on): each batch of
+every rank is a round of the merge, whose cost is the ranks' (32 bisects and slices), so
+fewer and larger batches (about 200 KB) than a block's (some 150 lines of the grep bench)."""
+
+
+def rank_lines(path: Path, rank: int, search: BlockSearch, form: Form, *,
+               size: int = BLOCK_BYTES, start: int = 0,
+               limit: int | None = None) -> Iterator[bytes | list[Line]]:
+    """``rank_found``'s lines written as ``form`` says, for ``merge_lines``: records (each its
+    key, then the line written) joined by newlines, at least ``GATHER`` at a time when there
+    are so many, which the merge splits in one call, sorts as bytes and writes past their
+    keys, all in C; or, for a block whose stamps are not all of ``STAMP`` bytes or go back, a
+    list of ``Line``. This is the per-line work of the command, done where the search is (in
+    the workers: the merge, one process for every rank, is the longer path)."""
+    held: list[bytes] = []  # records of blocks that follow on
+    count = 0
+    last = b""  # the key of the last record held
+    for batch in _rank_blocks(path, rank, search, form, size, start, limit):
+        if held and not (isinstance(batch, bytes) and batch[:KEY] > last and count < GATHER):
+            yield held[0] if len(held) == 1 else b"\n".join(held)
+            held, count = [], 0
+        if isinstance(batch, bytes):
+            held.append(batch)
+            count += batch.count(b"\n") + 1
+            last = batch[batch.rfind(b"\n") + 1:][:KEY]
+        else:
+            yield batch
+    if held:
+        yield held[0] if len(held) == 1 else b"\n".join(held)
+
+
+def _rank_blocks(path: Path, rank: int, search: BlockSearch, form: Form, size: int, start: int,
+                 limit: int | None) -> Iterator[bytes | list[Line]]:
+    """``rank_lines``' batches a block at a time."""
+    from sparktui.core.controls import visible_bytes  # not the console's scanners' (grepscan)
+
+    norm = norm_ts_bytes
+    name = b"r%d " % rank
+    head = b"%08x" % rank
+    fits = 0 <= rank < 1 << 32
+    stamped, raw = form.timestamps, form.raw
+    whole = {STAMP}
+    tied = head + b"0" * 16 + name  # a line's key and start where its place is not needed
+    newest: bytes | None = b"" if start == 0 else None  # the greatest stamp so far (None: the
+    # lines before ``start`` were not read)
+    dense = False
+    for offset, data, lo, hi in blocks(path, size=size, start=start, limit=limit):
+        kept = search.kept(data, lo, hi, dense=dense)
+        buf, spans = kept.buf, kept.spans
+        dense = kept.dense(dense)
+        if not spans:
+            continue
+        if isinstance(buf, bytes):
+            base = offset
+            stamps = [ts if len(ts := buf[s:t if t >= 0 else e]) == STAMP else norm(ts)
+                      for s, t, e in spans]
+            if fits and set(map(len, stamps)) == whole and stamps == sorted(stamps):
+                if newest is not None and stamps[0] > newest and len(set(stamps)) == len(stamps):
+                    # every stamp new to the rank: (stamp, rank) is the line's whole key, and
+                    # the place (0 here) saves a format a line (30 % of the records' time)
+                    if stamped:
+                        records = [b"%s%s%s %s" % (ts, tied, ts[11:23], buf[t + 1:e] if t >= 0 else b"")
+                                   for ts, (_s, t, e) in zip(stamps, spans, strict=True)]
+                    else:
+                        records = [ts + tied + buf[t + 1:e] if t >= 0 else ts + tied
+                                   for ts, (_s, t, e) in zip(stamps, spans, strict=True)]
+                elif stamped:
+                    records = [b"%s%s%016x%s%s %s" % (ts, head, base + s, name, ts[11:23],
+                                                       buf[t + 1:e] if t >= 0 else b"")
+                               for ts, (s, t, e) in zip(stamps, spans, strict=True)]
+                else:
+                    records = [b"%s%s%016x%s%s" % (ts, head, base + s, name,
+                                                   buf[t + 1:e] if t >= 0 else b"")
+                               for ts, (s, t, e) in zip(stamps, spans, strict=True)]
+                if newest is not None:
+                    newest = max(newest, stamps[-1])
+                joined = b"\n".join(records)
+                if not raw and visible_bytes(joined) is not joined:  # a control somewhere
+                    joined = b"\n".join([record[:KEY] + visible_bytes(record[KEY:])
+                                         for record in records])
+                yield joined
+                continue
+            texts = [buf[t + 1:e] if t >= 0 else b"" for _s, t, e in spans]
+        else:  # the region decoded: its characters counted from the region's first byte
+            base = offset + lo
+            stamps = [norm(buf[s:t if t >= 0 else e].encode()) for s, t, e in spans]
+            texts = [buf[t + 1:e].encode() if t >= 0 else b"" for _s, t, e in spans]
+        if stamped:
+            lines = [b"%s%s %s" % (name, ts[11:23], text) for ts, text in zip(stamps, texts, strict=True)]
+        else:
+            lines = [name + text for text in texts]
+        if not raw:
+            lines = [visible_bytes(line) for line in lines]
+        if newest is not None:
+            newest = max(newest, *stamps)
+        if fits and set(map(len, stamps)) == whole and stamps == sorted(stamps):
+            yield b"\n".join([b"%s%s%016x%s" % (ts, head, base + s, line)
+                              for ts, (s, _t, _e), line in zip(stamps, spans, lines, strict=True)])
+        else:
+            yield [(ts, rank, base + s, line)
+                   for ts, (s, _t, _e), line in zip(stamps, spans, lines, strict=True)]
+
+
+def merge_lines(sources: dict[int, Iterator[bytes | list[Line]]], *,
+                cutoff: bytes | None = None) -> Iterator[bytes]:
+    """Every rank's lines (``rank_lines``) in ``merge_found``'s order, written: chunks of
+    whole lines, one a merged batch, the lines stamped before ``cutoff`` left out. Records are
+    merged as ``merge_found`` merges its batches, with bytes for tuples; from a ``Line`` batch
+    or a rank's stamps that go back on, the rest is ``merge_found``'s own merge over ``Line``."""
+    streams = dict(sorted(sources.items()))
+    pending: dict[int, list[bytes]] = {rank: [] for rank in streams}
+    last: dict[int, bytes | None] = {rank: None for rank in streams}  # each rank's latest record
+    written = operator.itemgetter(slice(KEY, None))
+    end = b" " * KEY  # the last record of a chunk: the newline after its last line
+    while streams:
+        for rank in list(streams):
+            if pending[rank]:
+                continue
+            batch = next(streams[rank], None)
+            if batch is None:
+                del streams[rank]
+                continue
+            if isinstance(batch, bytes):
+                records = batch.split(b"\n")
+                before = last[rank]
+                if before is None or not records[0] < before:
+                    pending[rank] = records
+                    last[rank] = records[-1]
+                    continue
+            yield from _written(_merge_rest(streams, pending, last, rank, batch), cutoff)
+            return
+        if not streams:
+            break
+        upto = min(pending[rank][-1] for rank in streams)  # no rank can bring one before this
+        out: list[bytes] = []
+        for rank, records in pending.items():
+            cut = bisect.bisect_right(records, upto)
+            if cut:
+                out += records[:cut]
+                pending[rank] = records[cut:]
+        if not out:  # the rank of ``upto`` always gives its batch: its records were not sorted
+            raise RuntimeError("merge_lines: a batch of records out of order")
+        out.sort()
+        if cutoff is not None:
+            out = _since(out, cutoff)
+        if out:
+            out.append(end)
+            yield b"\n".join(map(written, out))
+    rest = [record for records in pending.values() for record in records]
+    rest.sort()
+    if cutoff is not None:
+        rest = _since(rest, cutoff)
+    if rest:
+        rest.append(end)
+        yield b"\n".join(map(written, rest))
+
+
+def _since(records: list[bytes], cutoff: bytes) -> list[bytes]:
+    """The sorted records stamped at ``cutoff`` or after: a record is ``>=`` a cutoff of up to
+    ``STAMP`` bytes exactly when its stamp is."""
+    if len(cutoff) <= STAMP:
+        return records[bisect.bisect_left(records, cutoff):]
+    return [record for record in records if record[:STAMP] >= cutoff]
+
+
+def _as_line(record: bytes) -> Line:
+    return record[:STAMP], int(record[STAMP:STAMP + 8], 16), int(record[STAMP + 8:KEY], 16), \
+        record[KEY:]
+
+
+def _lines(batch: bytes | list[Line]) -> list[Line]:
+    return [_as_line(record) for record in batch.split(b"\n")] if isinstance(batch, bytes) else batch
+
+
+def _merge_rest(streams: dict[int, Iterator[bytes | list[Line]]], pending: dict[int, list[bytes]],
+                last: dict[int, bytes | None], rank: int,
+                batch: bytes | list[Line]) -> Iterator[list[Line]]:
+    """``_merge`` over ``Line`` from where ``merge_lines`` stands: ``rank`` just brought
+    ``batch`` (its pending lines were none), which ``_merge`` takes first and checks again."""
+    rest: dict[int, Iterator[list[Line]]] = {}
+    for r, stream in streams.items():
+        lines = map(_lines, stream)
+        rest[r] = itertools.chain([_lines(batch)], lines) if r == rank else lines
+    return _merge(rest, {r: _lines_of(records) for r, records in pending.items()},
+                  {r: None if record is None else _as_line(record) for r, record in last.items()})
+
+
+def _lines_of(records: list[bytes]) -> list[Line]:
+    return [_as_line(record) for record in records]
+
+
+def _written(batches: Iterator[list[Line]], cutoff: bytes | None) -> Iterator[bytes]:
+    for batch in batches:
+        lines = [line[3] for line in batch if cutoff is None or line[0] >= cutoff]
+        if lines:
+            lines.append(b"")
+            yield b"\n".join(lines)
 
 
 def _flat(batches: Iterator[list[Found]]) -> Iterator[Found]:
