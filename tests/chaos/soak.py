@@ -289,24 +289,7 @@ class Soak:
 
     def disagreement(self, st: dict[str, Any]) -> str | None:
         """Where ``status --json`` and Docker differ now; None when they agree."""
-        ranks, silent = self.truth.all()
-        if silent:
-            return f"Docker on {', '.join(silent)} does not answer"
-        for row in st["ranks"]:
-            rank = row["rank"]
-            running = [c for c in ranks.get(rank, []) if c.running]
-            if len(running) > 1:
-                return f"rank {rank}: {len(running)} containers running"
-            if running:
-                named = row.get("container_id") or ""
-                if not named or not running[0].id.startswith(named):
-                    return (f"rank {rank}: Docker runs {running[0].id[:12]}, sparktui names "
-                            f"{row.get('container_id')}")
-                if row["state"] not in ("booting", "ready", "wedged"):
-                    return f"rank {rank}: Docker runs {running[0].id[:12]}, sparktui says {row['state']}"
-            elif row["state"] in ("booting", "ready", "wedged"):
-                return f"rank {rank}: no container runs, sparktui says {row['state']}"
-        return None
+        return disagree(st["ranks"], *self.truth.all())
 
     def check(self) -> None:
         """The states agree with Docker within the bound, then every rank's lines. A group
@@ -442,6 +425,33 @@ class Soak:
         for text in texts:
             if SECRET in text:
                 self.fail("the secret is in an output")
+
+
+def disagree(rows: Sequence[dict[str, Any]], ranks: dict[int, list[Any]],
+             silent: Sequence[str]) -> str | None:
+    """Where sparktui's rows (``rank``, ``state``, ``container_id``: from ``status --json`` or
+    the console) and Docker's containers differ; None when they agree: each rank's running
+    container is the one sparktui names, in a running state; a rank with none running is in
+    no running state."""
+    if silent:
+        return f"Docker on {', '.join(silent)} does not answer"
+    for row in rows:
+        rank = row["rank"]
+        running = [c for c in ranks.get(rank, []) if c.running]
+        if len(running) > 1:
+            return f"rank {rank}: {len(running)} containers running"
+        if running:
+            named = row.get("container_id") or ""
+            if not named or not running[0].id.startswith(named):
+                return f"rank {rank}: Docker runs {running[0].id[:12]}, sparktui names {named or None}"
+            if row["state"] not in RUNNING_STATES:
+                return f"rank {rank}: Docker runs {running[0].id[:12]}, sparktui says {row['state']}"
+        elif row["state"] in RUNNING_STATES:
+            return f"rank {rank}: no container runs, sparktui says {row['state']}"
+    return None
+
+
+RUNNING_STATES = ("booting", "ready", "wedged")
 
 
 def _cmdline_has(proc: Path, needle: str) -> bool:

@@ -148,3 +148,52 @@ def test_a_full_disk_is_said_and_every_line_is_written_once_there_is_room(soak: 
     assert "its log cannot be written" in said and "No space left on device" in said, said
     assert "its log is written again, from where it stopped" in said, said
     assert not (Path(soak.state_top) / table.FILLER).exists()
+
+
+async def test_the_console_shows_the_truth_after_each_fault_it_follows(soak: Soak) -> None:
+    """The console as the run's follower (the watch stopped), its watchdog armed: after a
+    killed rank, a killed engine and a full disk its ranks table agrees with what Docker runs
+    within the bound, and it names each fault (last of this module: the watch starts again)."""
+    import asyncio
+
+    from sparktui.ui.app import SparkApp
+    from sparktui.ui.options import ConsoleOptions
+    from tests.chaos.soak import TRUTH_BOUND_S, disagree
+    from tests.ui.conftest import wait_for
+
+    soak.watch.kill()
+    options = ConsoleOptions([soak.recipe.parent], Path(soak.testbed.cluster_file),
+                             state_root=soak.state, recipe=soak.slug, remember=False,
+                             cursor_blink=False)
+    app = SparkApp(options)
+    async with app.run_test(size=(160, 48)) as pilot:
+        main = app.main_screen
+        await wait_for(pilot, main.ready.is_set, 60, "the recipe open on the test cluster")
+
+        def shown() -> str | None:
+            rows = [{"rank": r, "state": s.state, "container_id": s.container_id}
+                    for r, s in sorted(main.state.ranks.items())]
+            latest = soak.recorder.latest
+            if latest is None or len(rows) != soak.world:
+                return "nothing to compare yet"
+            said = disagree(rows, *latest)
+            if said is None and any(row["state"] != "ready" for row in rows):
+                return "not every rank ready"
+            return said
+
+        await wait_for(pilot, lambda: shown() is None, TRUTH_BOUND_S, "the ranks Docker runs")
+        for kind, hold, named in (("kill-rank", 0.0, "restarting the whole group"),
+                                  ("dockerd-kill", 1.0, "restarting the whole group"),
+                                  ("disk-fill", 3.0, "its log cannot be written")):
+            before = {id(n) for n in main.state.notices}
+            await asyncio.to_thread(table.inject, soak, table.BY_KIND[kind], random.Random(5), hold)
+            await pilot.pause(soak.recorder.period * 3)  # Docker's truth sampled after the fault
+            started = time.monotonic()
+            await wait_for(pilot, lambda: shown() is None, TRUTH_BOUND_S,
+                           f"the console to show Docker's truth after {kind}: {shown()}")
+            soak.report.worst_truth_s = max(soak.report.worst_truth_s, time.monotonic() - started)
+            notes = " | ".join(n.text for n in main.state.notices if id(n) not in before)
+            assert named in notes, (kind, notes)
+        await pilot.press("q")
+    soak.watch.start()
+    soak.check()  # every line of the console's following: once, in order

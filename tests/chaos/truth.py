@@ -138,6 +138,9 @@ class Recorder:
         self.truth = Docker(truth.nodes, truth.slug)  # its own clients: the thread's
         self.period = period
         self.seen: dict[str, int] = {}
+        self.latest: tuple[dict[int, list[Container]], list[str]] | None = None
+        """Docker's view of every rank at the last sample (for a console under test, whose
+        loop must not wait on Docker)."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="chaos-recorder", daemon=True)
 
@@ -152,15 +155,19 @@ class Recorder:
 
     def _run(self) -> None:
         while not self._stop.wait(self.period):
+            ranks: dict[int, list[Container]] = {}
+            silent = []
             for node in self.truth.nodes:
                 try:
                     for c in self.truth.containers(node):
+                        ranks.setdefault(c.rank, []).append(c)
                         if c.running:
                             ticks = self.truth.ticks(node, c.id, tail=3)
                             if ticks:
                                 self.seen[c.id] = max(self.seen.get(c.id, 0), max(ticks))
                 except DOCKER_ERRORS:
-                    continue
+                    silent.append(node)
+            self.latest = (ranks, silent)
 
     def seen_of(self, short: str) -> int:
         return max((n for cid, n in self.seen.items() if cid.startswith(short)), default=0)
