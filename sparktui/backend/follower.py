@@ -66,6 +66,15 @@ def _mark_written(info: RankInfo, numbered: list[tuple[int, str, str]]) -> None:
         timing.mark(f"rank {info.rank}: {len(numbered)} lines, the last written {numbered[-1][1]}")
 
 
+class Unwritten(Exception):
+    """A batch the run's file could not take (a full disk): the stream is read again from the
+    last line written, whatever else an ``OSError`` of the stream itself would mean."""
+
+    def __init__(self, cause: OSError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 class LogFollower:
     def __init__(self, board: Board, runtimes: dict[str, Containers],
                  connect: Callable[[str], Awaitable[None]] | None = None) -> None:
@@ -116,7 +125,10 @@ class LogFollower:
         while not self.closed:
             try:
                 async for chunk in rt.logs(container_id, cursor, secrets=run.redactor.values):
-                    self.ingest(info, chunk.lines, run)
+                    try:
+                        self.ingest(info, chunk.lines, run)
+                    except OSError as exc:
+                        raise Unwritten(exc) from exc
                     if full:
                         full = False
                         self.board.notice("info", f"rank {info.rank}: its log is written again, "
@@ -144,10 +156,10 @@ class LogFollower:
                     with contextlib.suppress(NodeError):
                         await self.connect(info.node.name)
                 continue
-            except OSError as exc:  # the run's file could not take the lines (a full disk)
+            except Unwritten as exc:  # the run's file could not take the lines (a full disk)
                 if not full:
                     self.board.notice("error", f"rank {info.rank}: its log cannot be written "
-                                               f"({sentence(exc)}); its lines wait in the "
+                                               f"({sentence(exc.cause)}); its lines wait in the "
                                                "container and are read again from the last one "
                                                "written")
                 full = True
