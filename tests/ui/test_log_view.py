@@ -94,3 +94,34 @@ async def test_control_characters_from_a_container_show_as_pictures() -> None:
         assert shown == "r0 a␛[2Jb␇c␈d�31me[/red]   f", shown
         assert not any(ch in shown for ch in "\x1b\x07\x08\x9b")
 
+
+
+async def test_wrap_is_a_repaint_not_a_layout_and_the_scrollbars_catch_up_when_shown() -> None:
+    app = ViewApp()
+    async with app.run_test(size=(40, 10)) as pilot:
+        view = app.query_one(LogView)
+        view.set_lines([line_of(0, no, "2026-01-01T00:00:00Z", f"{no} " + "x" * 70) for no in range(1, 41)])
+        await pilot.pause()
+        region = view.scrollable_content_region
+        assert view.show_horizontal_scrollbar and view.max_scroll_x > 0  # sideways, unwrapped
+        layouts = view._layout_updates  # Textual's count of the layouts the view asked for
+        view.set_options(wrap=True)
+        await pilot.pause()
+        assert view.show_horizontal_scrollbar and view.max_scroll_x == 0  # an empty track
+        assert view.scrollable_content_region == region  # the lines' room did not change
+        assert all(len(r) <= region.width for r in rows(view))
+        view.set_options(wrap=False)
+        await pilot.pause()
+        assert view.max_scroll_x > 0 and view._layout_updates == layouts  # repaints, no layout
+
+        # following, the scrollbars are hidden and left alone; reading back shows them as the
+        # view is now
+        view.append([line_of(0, no, "2026-01-01T00:00:01Z", f"{no} more") for no in range(41, 81)])
+        await pilot.pause()
+        bar = view.vertical_scrollbar
+        assert bar.window_virtual_size != view.virtual_size.height  # not updated while hidden
+        view.set_follow(False)
+        await pilot.pause()
+        assert bar.window_virtual_size == view.virtual_size.height
+        assert bar.position == view.scroll_y == view.max_scroll_y
+        assert view.horizontal_scrollbar.window_virtual_size == view.virtual_size.width

@@ -278,8 +278,9 @@ class LogPanel(Vertical):
         if not batches:
             return
         if self.model.grid:  # each batch is one rank's, in order: to its pane, not merged
+            panes = self.panes  # a query: once, not for each of 32 ranks' batches
             for batch in batches:
-                pane = self.panes.view(batch[0][RANK])
+                pane = panes.view(batch[0][RANK])
                 kept = self.model.kept(batch)
                 if pane is not None and kept:
                     pane.append(kept)

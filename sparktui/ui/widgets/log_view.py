@@ -80,7 +80,10 @@ class LogView(ScrollView, can_focus=True):
         background: $surface;
         color: $foreground;
         overflow-y: scroll;
-        overflow-x: auto;
+        /* always, wrapped too (nothing to scroll then: an empty track): a scrollbar that comes
+           and goes changes the view's content region, and every `w` was then a layout of the
+           whole screen (docs/benchmarks.md, the console at 32 ranks) */
+        overflow-x: scroll;
         scrollbar-size-horizontal: 1;
         padding: 0 0 0 1;
         & > .log-view--cursor { background: $accent 35%; }
@@ -229,8 +232,52 @@ class LogView(ScrollView, can_focus=True):
 
     @follow.setter
     def follow(self, follow: bool) -> None:
+        if follow == self._follow:
+            return
         self._follow = follow
         self.set_class(follow, "-following")
+        if not follow:
+            self._sync_scrollbars()  # shown again: where the view is now
+
+    # -- the scrollbars, hidden while following -------------------------------------------------
+    def _bars_hidden(self) -> bool:
+        """Following: the scrollbars are not drawn (``-following``), and the screen's map leaves
+        them out. A repaint of one then looks it up in a map of every widget, built again after
+        each scroll (an arrangement of the whole screen, several per second under a flood), to
+        find nothing: while hidden they are left alone, and brought up to date when shown."""
+        return self._follow
+
+    def _scroll_update(self, virtual_size: Size) -> None:
+        if not self._bars_hidden():
+            super()._scroll_update(virtual_size)
+            return
+        self._refresh_scrollbars()
+        self.scroll_x = self.validate_scroll_x(self.scroll_x)
+        self.scroll_y = self.validate_scroll_y(self.scroll_y)
+
+    def watch_scroll_x(self, old_value: float, new_value: float) -> None:
+        if not self._bars_hidden() and self.show_horizontal_scrollbar:
+            self.horizontal_scrollbar.position = new_value
+        if round(old_value) != round(new_value):
+            self.refresh(self.size.region)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        if not self._bars_hidden() and self.show_vertical_scrollbar:
+            self.vertical_scrollbar.position = new_value
+        if round(old_value) != round(new_value):
+            self.refresh(self.size.region)
+
+    def _sync_scrollbars(self) -> None:
+        """The scrollbars' sizes and positions as the view is now, repainted."""
+        if not self.is_mounted:
+            return
+        super()._scroll_update(self.virtual_size)
+        if self.show_horizontal_scrollbar:
+            self.horizontal_scrollbar.position = self.scroll_x
+            self.horizontal_scrollbar.refresh()
+        if self.show_vertical_scrollbar:
+            self.vertical_scrollbar.position = self.scroll_y
+            self.vertical_scrollbar.refresh()
 
     # -- hidden: lines taken, laid out when painted ----------------------------------------------
     def _hidden(self) -> bool:
