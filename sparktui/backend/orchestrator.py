@@ -641,7 +641,11 @@ class Orchestrator:
         run.set_cursor(info.rank, st.id, None, defer=True)
         snapshot = run.take_cursors()
         if snapshot is not None:
-            await asyncio.to_thread(run.write_cursors, snapshot)
+            try:
+                await asyncio.to_thread(run.write_cursors, snapshot)
+            except OSError as exc:  # a full disk: kept in memory, written with the next save
+                self.board.notice("warning", f"could not save the log cursors of run {run.id}: "
+                                             f"{sentence(exc)}")
         self.board.set_state(info, "booting")
         self.follower.follow(info)
 
@@ -787,19 +791,31 @@ class Orchestrator:
         olds = await together(*(stop(info) for info in infos))
         self.adoptions.forget([old for old in olds if old])  # the new ones carry our label
         for info, old in zip(infos, olds, strict=True):
-            info.restarts += 1
-            shown = short_id(old) if old else "-"
-            self.follower.ingest(info, [(utc_now(), f"{MARKER}rank {info.rank} restarted {how} "
-                                                    f"(container {shown} replaced) ---")])
-            # the marker is the file's, not a container's: accounted at once, so that nothing
-            # resuming the old container cuts it off, and the next container is read from its
-            # start after it (``Run.resume``)
-            run.set_cursor(info.rank, NEXT_CONTAINER, None, save=True)
-            # the marker's line number: a replay starts the rank's checks after it
-            run.event("restart", rank=info.rank, old=old, group=len(infos) > 1, how=how,
-                      line=run.log(info.rank).lines)
+            # a restart tried again (the last try failed after its marker: no container was
+            # followed since) is the same replacement: one marker, one count, one event
+            if run.cursors().get(info.rank, {}).get("container_id") != NEXT_CONTAINER:
+                shown = short_id(old) if old else "-"
+                self.follower.ingest(info, [(utc_now(), f"{MARKER}rank {info.rank} restarted "
+                                                        f"{how} (container {shown} replaced) ---")])
+                info.restarts += 1
+                # the marker's line number: a replay starts the rank's checks after it (on a
+                # full disk the event waits in memory: nothing starts before it is written)
+                run.event("restart", rank=info.rank, old=old, group=len(infos) > 1, how=how,
+                          line=run.log(info.rank).lines)
+                # the marker is the file's, not a container's: accounted at once, so that
+                # nothing resuming the old container cuts it off, and the next container is
+                # read from its start after it (``Run.resume``); in memory first, then saved
+                run.set_cursor(info.rank, NEXT_CONTAINER, None, defer=True)
+                self._save_cursors(run)
             self.checks.reset(info.rank)
             info.exit_code, info.health = None, None
+        if run.unwritten and not run.flush_events():
+            # no new container before its restart is on disk: a process killed meanwhile would
+            # leave a run whose events put the last restart before the old container's end,
+            # and a reattach would judge the new one by the old one's last lines (the soak: a
+            # full disk, then the watch killed)
+            raise SparkError(f"the run's events cannot be written to {run.dir} (is the disk "
+                             "full?): the restart waits until they can be")
         await waiter.wait()  # memory back and the old processes gone, or its time is up
         self.board.boot_started = time.monotonic()
         self.board.changed.clear()
@@ -815,6 +831,14 @@ class Orchestrator:
                   "parallel": [infos]}[order or self.launch_order]
         for group in groups:
             await together(*(self._launch(info) for info in group))
+
+    def _save_cursors(self, run: Run) -> None:
+        """The cursors on disk now; on a full disk said, and kept to be written next time."""
+        try:
+            run.save_cursors()
+        except OSError as exc:
+            self.board.notice("warning", f"could not save the log cursors of run {run.id}: "
+                                         f"{sentence(exc)}")
 
     async def _made_meanwhile(self, info: RankInfo, before: str | None) -> ContainerState | None:
         """The rank's container of this run that a create whose answer was lost (the link or

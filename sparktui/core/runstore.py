@@ -406,7 +406,11 @@ class Run:
         with self._cursor_write:
             if seq <= self._cursor_written:
                 return
-            write_private(self.dir / "cursors.json", text)
+            try:
+                write_private(self.dir / "cursors.json", text)
+            except OSError:
+                self._cursors_dirty = True  # a full disk: the next save writes them all again
+                raise
             self._cursor_written = seq
 
     def save_cursors(self) -> None:

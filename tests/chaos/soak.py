@@ -80,6 +80,7 @@ class Report:
     checks: int = 0
     seconds: float = 0.0
     restarts: int = 0
+    worst_console_s: float = 0.0
 
     def kinds(self) -> collections.Counter[str]:
         return collections.Counter(f.kind for f in self.faults)
@@ -89,7 +90,9 @@ class Report:
         return (f"seed {self.seed}: {len(self.faults)} faults in {self.seconds:.0f} s ({kinds}); "
                 f"{self.checks} checks, {self.lines_checked:,} lines checked, the watchdog "
                 f"restarted {self.restarts} times, the truth shown within "
-                f"{self.worst_truth_s:.1f} s at worst")
+                f"{self.worst_truth_s:.1f} s at worst"
+                + (f" by status, {self.worst_console_s:.1f} s by the console"
+                   if self.worst_console_s else ""))
 
 
 def chaos_recipe(folder: Path, slug: str = "demo-chaos") -> Path:
@@ -162,9 +165,11 @@ class Soak:
     def __init__(self, testbed: Any, workdir: Path, seed: int, *, faults: int = 40,
                  seconds: float = 220, kinds: Sequence[str] | None = None, long: bool = False,
                  watch_prefix: Sequence[str] = (), log: Callable[[str], None] | None = None,
-                 check_odds: float = 0.5) -> None:
+                 check_odds: float = 0.5, follower: str = "watch") -> None:
         """``check_odds``: how often a fault is followed by the checkers at once (otherwise the
-        next one lands on its aftermath); always at the end."""
+        next one lands on its aftermath); always at the end. ``follower``: ``watch``, or
+        ``console``: the real console follows the run (``console_probe``), and each check also
+        waits for its ranks table to show Docker's truth (the worst time reported)."""
         self.testbed, self.workdir, self.seed = testbed, workdir, seed
         self.max_faults, self.max_seconds, self.long = faults, seconds, long
         self.check_odds = check_odds
@@ -178,8 +183,14 @@ class Soak:
         self.state = Path(self.env["XDG_STATE_HOME"]) / "sparktui"
         self.truth = Docker.of(testbed, self.slug)
         self.recorder = Recorder(self.truth)
-        argv = [*(watch_prefix or [sys.executable, "-m", "sparktui"]), "watch", str(self.recipe),
-                "--cluster", testbed.cluster_file]
+        self.follower = follower
+        self.shown = workdir / "console.json"  # what the console shows (``console_probe``)
+        if follower == "console":
+            argv = [sys.executable, "-m", "tests.chaos.console_probe", str(self.recipe.parent),
+                    self.slug, testbed.cluster_file, str(self.state), str(self.shown)]
+        else:
+            argv = [*(watch_prefix or [sys.executable, "-m", "sparktui"]), "watch",
+                    str(self.recipe), "--cluster", testbed.cluster_file]
         self.watch = Watch(argv, self.env, workdir / "watch.err")
         self.outputs: list[str] = []
         self.report = Report(seed)
@@ -298,6 +309,8 @@ class Soak:
         would."""
         self.report.checks += 1
         start = time.monotonic()
+        if self.follower == "console":  # first: its figure is its own, not status's pace
+            self.console_agrees(start)
         settled_at: float | None = None
         while True:
             st = self.status()
@@ -328,6 +341,32 @@ class Soak:
             time.sleep(0.3)
         self.report.worst_truth_s = max(self.report.worst_truth_s, time.monotonic() - start)
         self.check_lines()
+
+    def console_agrees(self, since: float) -> None:
+        """The console's ranks table shows what Docker runs, every rank ready, within the bound
+        of ``since`` (the check's start, right after the fault)."""
+        said: str | None = "nothing shown yet"
+        while time.monotonic() - since <= TRUTH_BOUND_S:
+            try:
+                shown = json.loads(self.shown.read_text())
+            except (OSError, ValueError):
+                shown = None
+            if shown is not None and time.time() - shown["at"] < 2:
+                rows = shown["ranks"]
+                said = disagree(rows, *self.truth.all())
+                states = [r["state"] for r in rows]
+                booting_fall = "failed" in states and not self.watchdog_owes()  # the soak's
+                if said is None and states != ["ready"] * self.world and not booting_fall:
+                    said = f"not every rank ready: {states}"
+                if said is None:
+                    took = time.monotonic() - since
+                    self.report.worst_console_s = max(self.report.worst_console_s, took)
+                    return
+            elif shown is not None:
+                said = "the console wrote nothing for 2 s"
+            time.sleep(0.2)
+        self.fail(f"the console does not show Docker's truth {TRUTH_BOUND_S:.0f} s after the "
+                  f"fault: {said}")
 
     def watchdog_owes(self) -> bool:
         """Whether the run's events say the group was ready since its last restart (a rank

@@ -37,6 +37,16 @@ def test_a_seeded_soak_breaks_no_invariant(testbed: Any, tmp_path: Path, seed: i
     assert report.lines_checked > 500, report.summary()  # every rank's ticks, all runs long
 
 
+def test_a_full_disk_during_restarts_and_kills_breaks_no_invariant(testbed: Any,
+                                                                  tmp_path: Path) -> None:
+    """Seed 100 over these four kinds: a group restart failed on a full disk after rank 0's
+    marker, its restart event was never written, and every reattach judged the new container
+    by the old one's last lines (failed, while Docker ran it)."""
+    report = Soak(testbed, tmp_path, 100, faults=30, seconds=150, check_odds=0.5,
+                  kinds=["disk-fill", "watch-kill", "kill-rank", "cli-restart"]).run()
+    assert len(report.faults) == 30, report.summary()
+
+
 def test_the_checkers_catch_a_follower_that_skips_a_line_after_a_reconnect(
         testbed: Any, tmp_path: Path) -> None:
     soak = Soak(testbed, tmp_path, 7, faults=4, seconds=90, kinds=["sshd-restart"],
