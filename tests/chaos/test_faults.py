@@ -150,6 +150,27 @@ def test_a_full_disk_is_said_and_every_line_is_written_once_there_is_room(soak: 
     assert not (Path(soak.state_top) / table.FILLER).exists()
 
 
+def test_a_restart_on_a_full_disk_then_the_watch_killed_is_read_right_after(soak: Soak) -> None:
+    """Seed 100's sequence, kept: a rank killed while the disk is full, so the watchdog's group
+    restart cannot write its events; the watch killed meanwhile; room again, the watch again.
+    The restart's event was lost with the process and every reattach judged the new container
+    by the old one's last lines ("failed" while Docker ran it): now no container starts before
+    its restart is on disk, and the watch started again finds the fall and restarts."""
+    filled = table.fill(soak.state_top)
+    try:
+        running = [c for c in soak.truth.all()[0].get(2, []) if c.running]
+        soak.truth.kill(running[0].node, running[0].id)
+        time.sleep(8)  # the watchdog's grace and settle: its restart tried on the full disk
+        soak.watch.kill()
+    finally:
+        (soak.state_top / table.FILLER).unlink()
+    assert filled > 0
+    mark = len(soak.watch.out.read_bytes())
+    soak.watch.start()
+    soak.check()
+    assert "restarting the whole group" in said_since(soak, mark)
+
+
 async def test_the_console_shows_the_truth_after_each_fault_it_follows(soak: Soak) -> None:
     """The console as the run's follower (the watch stopped), its watchdog armed: after a
     killed rank, a killed engine and a full disk its ranks table agrees with what Docker runs

@@ -24,7 +24,8 @@ CI_SEEDS = (1, 3)
 """1: its first faults found the watch killed mid-restart and the command line's restart losing
 lines; 3: the create whose answer was lost and the marker cut off by a resume."""
 CI_FAULTS = 20  # a seed; 40 in all
-CI_SECONDS = 120  # a seed's faults must all land within this: 4 minutes in all
+CI_SECONDS = 170  # a seed's faults must all land within this (about 110 s alone; CI's lanes
+# share the 2 cores)
 
 
 @pytest.mark.parametrize("seed", CI_SEEDS)
@@ -35,16 +36,6 @@ def test_a_seeded_soak_breaks_no_invariant(testbed: Any, tmp_path: Path, seed: i
     assert len(report.faults) == CI_FAULTS, report.summary()
     assert len(report.kinds()) >= 5, report.summary()
     assert report.lines_checked > 500, report.summary()  # every rank's ticks, all runs long
-
-
-def test_a_full_disk_during_restarts_and_kills_breaks_no_invariant(testbed: Any,
-                                                                  tmp_path: Path) -> None:
-    """Seed 100 over these four kinds: a group restart failed on a full disk after rank 0's
-    marker, its restart event was never written, and every reattach judged the new container
-    by the old one's last lines (failed, while Docker ran it)."""
-    report = Soak(testbed, tmp_path, 100, faults=30, seconds=150, check_odds=0.5,
-                  kinds=["disk-fill", "watch-kill", "kill-rank", "cli-restart"]).run()
-    assert len(report.faults) == 30, report.summary()
 
 
 def test_the_checkers_catch_a_follower_that_skips_a_line_after_a_reconnect(
