@@ -35,7 +35,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 raise SparkError(f"{orch.recipe.slug} has no restart policy: add [restart] "
                                  'policy = "group" to the recipe (max, window, smoke_every optional)'
                                  ", or serve its metrics with --metrics PORT")
-            if not any(info.has_container for info in orch.ranks) or orch.run is None:
+            if orch.run is None or (not any(info.has_container for info in orch.ranks)
+                                    and not cut_short(orch.run.events(), policy.policy)):
                 raise SparkError(f"nothing of {orch.recipe.slug} is running as yours{not_yours(orch)}: "
                                  "start it with sparktui up")
             orch.subscribe(EventPrinter())
@@ -87,6 +88,21 @@ def cmd_watch(args: argparse.Namespace) -> int:
         return _run(go())
     except KeyboardInterrupt:
         return 0
+
+
+def cut_short(events: list[dict[str, object]], policy: str) -> bool:
+    """Whether a run with no container left is a group restart cut short (the containers
+    removed, none made yet: a full disk, the watch killed meanwhile), which the watchdog
+    finishes, rather than a run taken down: it was ready once, and no ``down`` came after its
+    last ready or restart."""
+    if policy == "off":
+        return False
+    kinds = [ev.get("kind") for ev in events]
+    if "ready" not in kinds:
+        return False
+    down = max((i for i, k in enumerate(kinds) if k == "down"), default=-1)
+    alive = max(i for i, k in enumerate(kinds) if k in ("ready", "restart", "watchdog"))
+    return alive > down
 
 
 async def _refresh(collector: StateCollector) -> None:

@@ -175,19 +175,31 @@ def _merge(streams: dict[int, Iterator[list[Any]]], pending: dict[int, list[Any]
             last[rank] = batch[-1]
         if not streams:
             break
-        upto = min(pending[rank][-1] for rank in streams)  # no rank can bring one before this
-        out: list[Any] = []
-        for rank, lines in pending.items():
-            cut = bisect.bisect_right(lines, upto)
-            if cut:
-                out += lines[:cut]
-                pending[rank] = lines[cut:]
-        out.sort()
-        yield out
-    rest = [line for lines in pending.values() for line in lines]
-    rest.sort()
+        yield _round(streams, pending)
+    rest = _rest(pending)
     if rest:
         yield rest
+
+
+def _round(streams: dict[int, Any], pending: dict[int, list[Any]]) -> list[Any]:
+    """A merge's round: every rank's items up to the least of the ranks' last ones (no rank
+    still streaming can bring one before it), taken from ``pending`` and sorted."""
+    upto = min(pending[rank][-1] for rank in streams)
+    out: list[Any] = []
+    for rank, items in pending.items():
+        cut = bisect.bisect_right(items, upto)
+        if cut:
+            out += items[:cut]
+            pending[rank] = items[cut:]
+    out.sort()
+    return out
+
+
+def _rest(pending: dict[int, list[Any]]) -> list[Any]:
+    """What every rank still holds once none streams, sorted."""
+    rest = [item for items in pending.values() for item in items]
+    rest.sort()
+    return rest
 
 
 # -- the command line's lines, written by the ranks' searches ---------------------------------
@@ -350,23 +362,15 @@ def merge_lines(sources: dict[int, Iterator[bytes | list[Line]]], *,
             return
         if not streams:
             break
-        upto = min(pending[rank][-1] for rank in streams)  # no rank can bring one before this
-        out: list[bytes] = []
-        for rank, records in pending.items():
-            cut = bisect.bisect_right(records, upto)
-            if cut:
-                out += records[:cut]
-                pending[rank] = records[cut:]
+        out: list[bytes] = _round(streams, pending)
         if not out:  # the rank of ``upto`` always gives its batch: its records were not sorted
             raise RuntimeError("merge_lines: a batch of records out of order")
-        out.sort()
         if cutoff is not None:
             out = _since(out, cutoff)
         if out:
             out.append(end)
             yield b"\n".join(map(written, out))
-    rest = [record for records in pending.values() for record in records]
-    rest.sort()
+    rest: list[bytes] = _rest(pending)
     if cutoff is not None:
         rest = _since(rest, cutoff)
     if rest:

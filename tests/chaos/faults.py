@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -79,27 +80,15 @@ def inject(soak: Soak, fault: Fault, rnd: random.Random, hold: float) -> str:
             tbm.start_sshd(soak.testbed.state_dir, node.name)
             return node.name
         case "net-cut":
-            tbf.cut(node)
-            try:
-                soak.sleep(hold)
-            finally:
-                tbf.mend(node)
-            return node.name
+            return held(soak, hold, node.name, lambda: tbf.cut(node), lambda: tbf.mend(node))
         case "dockerd-pause":
-            tbf.pause_dockerd(node)
-            try:
-                soak.sleep(hold)
-            finally:
-                tbf.resume_dockerd(node)
-            return node.name
+            return held(soak, hold, node.name, lambda: tbf.pause_dockerd(node),
+                        lambda: tbf.resume_dockerd(node))
         case "dockerd-kill":
-            tbf.kill_dockerd(node)
-            try:
-                soak.sleep(hold)
-            finally:
+            def again() -> None:
                 tbf.start_dockerd(soak.testbed, node)
                 tbf.wait_dockerd(node)
-            return node.name
+            return held(soak, hold, node.name, lambda: tbf.kill_dockerd(node), again)
         case "watch-kill":
             soak.watch.kill()
             soak.sleep(hold)
@@ -124,6 +113,17 @@ def inject(soak: Soak, fault: Fault, rnd: random.Random, hold: float) -> str:
                 (soak.state_top / FILLER).unlink()
             return f"{filled / 2**20:.0f} MiB filled"
     raise AssertionError(f"no such fault: {fault.kind}")
+
+
+def held(soak: Soak, hold: float, target: str, hit: Callable[[], object],
+         mend: Callable[[], object]) -> str:
+    """``hit``, held for ``hold`` seconds, then ``mend`` whatever happened meanwhile."""
+    hit()
+    try:
+        soak.sleep(hold)
+    finally:
+        mend()
+    return target
 
 
 FILLER = ".chaos-filler"

@@ -23,6 +23,7 @@ A violation raises ``Violation`` with the seed, the faults so far and the first 
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import os
 import random
@@ -412,9 +413,21 @@ class Soak:
                 if max(segs[-1].ticks, default=0) >= want or time.monotonic() > end:
                     break
                 time.sleep(0.2)
+            engine_killed = any(f.kind == "dockerd-kill" and f.target == f"node{rank}"
+                                for f in self.report.faults)
+            current = (self.truth.ticks(running[0].node, running[0].id) if running else None)
             for i, seg in enumerate(segs):
-                broke = first_break(seg.ticks)
                 who = f"container {seg.container}" if seg.container else "its current container"
+                if seg.container is None and current is not None:
+                    # what Docker holds of it, exactly (a line its engine lost with a killed
+                    # dockerd is not sparktui's to copy)
+                    broke = (None if seg.ticks[:len(current)] == current else
+                             f"its ticks {_span(seg.ticks)} are not Docker's {_span(current)}")
+                elif engine_killed:  # removed: in order, once; a gap may be Docker's own loss
+                    broke = next((f"tick {b} after {a} (written twice or out of order)"
+                                  for a, b in itertools.pairwise(seg.ticks) if b <= a), None)
+                else:
+                    broke = first_break(seg.ticks)
                 if broke:
                     self.fail(f"rank {rank}, segment {i} ({who}) of {path.name}: {broke}")
                 if seg.container is not None:
@@ -464,6 +477,12 @@ class Soak:
         for text in texts:
             if SECRET in text:
                 self.fail("the secret is in an output")
+
+
+def _span(ticks: list[int]) -> str:
+    gaps = [(a, b) for a, b in itertools.pairwise(ticks) if b != a + 1]
+    return (f"{ticks[0] if ticks else '-'}..{ticks[-1] if ticks else '-'}"
+            + (f" (breaks at {gaps[:3]})" if gaps else ""))
 
 
 def disagree(rows: Sequence[dict[str, Any]], ranks: dict[int, list[Any]],
