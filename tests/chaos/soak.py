@@ -406,7 +406,8 @@ class Soak:
         for rank in range(self.world):
             path = run_dir / f"r{rank}.log"
             running = [c for c in ranks.get(rank, []) if c.running]
-            want = max(self.truth.ticks(running[0].node, running[0].id), default=0) if running else 0
+            current = self.truth.ticks(running[0].node, running[0].id) if running else None
+            want = max(current or [0])
             end = time.monotonic() + settle_s
             while True:  # the watch writes what Docker has within a moment
                 segs = segments(path)
@@ -415,14 +416,14 @@ class Soak:
                 time.sleep(0.2)
             engine_killed = any(f.kind == "dockerd-kill" and f.target == f"node{rank}"
                                 for f in self.report.faults)
-            current = (self.truth.ticks(running[0].node, running[0].id) if running else None)
             for i, seg in enumerate(segs):
                 who = f"container {seg.container}" if seg.container else "its current container"
                 if seg.container is None and current is not None:
                     # what Docker holds of it, exactly (a line its engine lost with a killed
                     # dockerd is not sparktui's to copy)
                     broke = (None if seg.ticks[:len(current)] == current else
-                             f"its ticks {_span(seg.ticks)} are not Docker's {_span(current)}")
+                             f"its ticks {_span(seg.ticks)} are not Docker's {_span(current)}: "
+                             "lines lost, doubled or out of order")
                 elif engine_killed:  # removed: in order, once; a gap may be Docker's own loss
                     broke = next((f"tick {b} after {a} (written twice or out of order)"
                                   for a, b in itertools.pairwise(seg.ticks) if b <= a), None)

@@ -134,7 +134,7 @@ class Recorder:
     seconds in a thread: a container replaced (and removed) later can no longer be asked, and
     its segment of the file must reach at least this far."""
 
-    def __init__(self, truth: Docker, period: float = 0.5) -> None:
+    def __init__(self, truth: Docker, period: float = 1.0) -> None:
         self.truth = Docker(truth.nodes, truth.slug)  # its own clients: the thread's
         self.period = period
         self.seen: dict[str, int] = {}
