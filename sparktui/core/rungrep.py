@@ -111,18 +111,24 @@ Found = tuple[bytes, int, int, bytes]
 normalised (``norm_ts``), the text UTF-8. Tuples compare in capture order."""
 
 
+def _kept(path: Path, search: BlockSearch, size: int, start: int,
+          limit: int | None) -> Iterator[tuple[int, int, Any, Any]]:
+    """Each block of the file with kept lines: its offset, its region's start, the searched
+    buffer (bytes, or the region decoded) and the kept lines' spans."""
+    dense = False
+    for offset, data, lo, hi in blocks(path, size=size, start=start, limit=limit):
+        kept = search.kept(data, lo, hi, dense=dense)
+        dense = kept.dense(dense)
+        if kept.spans:
+            yield offset, lo, kept.buf, kept.spans
+
+
 def rank_found(path: Path, rank: int, search: BlockSearch, *, size: int = BLOCK_BYTES,
                start: int = 0, limit: int | None = None) -> Iterator[list[Found]]:
     """The kept lines of one rank's file, in file order, a block at a time (from byte
     ``start``, a line's first, to byte ``limit``: ``blocks``)."""
     norm = norm_ts_bytes
-    dense = False
-    for offset, data, lo, hi in blocks(path, size=size, start=start, limit=limit):
-        kept = search.kept(data, lo, hi, dense=dense)
-        buf, spans = kept.buf, kept.spans
-        dense = kept.dense(dense)
-        if not spans:
-            continue
+    for offset, lo, buf, spans in _kept(path, search, size, start, limit):
         if isinstance(buf, bytes):
             yield [((ts if len(ts := buf[start:t]) == 30 else norm(ts)), rank, offset + start,
                     buf[t + 1:end]) if t >= 0 else (norm(buf[start:end]), rank, offset + start, b"")
@@ -274,13 +280,7 @@ def _rank_blocks(path: Path, rank: int, search: BlockSearch, form: Form, size: i
     tied = head + b"0" * 16 + name  # a line's key and start where its place is not needed
     newest: bytes | None = b"" if start == 0 else None  # the greatest stamp so far (None: the
     # lines before ``start`` were not read)
-    dense = False
-    for offset, data, lo, hi in blocks(path, size=size, start=start, limit=limit):
-        kept = search.kept(data, lo, hi, dense=dense)
-        buf, spans = kept.buf, kept.spans
-        dense = kept.dense(dense)
-        if not spans:
-            continue
+    for offset, lo, buf, spans in _kept(path, search, size, start, limit):
         if isinstance(buf, bytes):
             base = offset
             stamps = [ts if len(ts := buf[s:t if t >= 0 else e]) == STAMP else norm(ts)
