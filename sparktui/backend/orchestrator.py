@@ -83,6 +83,7 @@ from sparktui.core.plan import LABEL_CLUSTER, LABEL_PLAN, LABEL_RANK, LABEL_RECI
 from sparktui.core.ports import BusyPort, PortsInUse
 from sparktui.core.ranks import RUNNING, Cause, CauseCode, RankInfo, first_failures
 from sparktui.core.recipe import Recipe
+from sparktui.core.restarts import cut_short
 from sparktui.core.runstore import MARKER, NEXT_CONTAINER, Run, RunStore, ts_epoch, utc_now
 from sparktui.core.stall import Stall
 from sparktui.core.telemetry import DEFAULT_INTERVAL, LOW_MEMORY
@@ -250,7 +251,7 @@ class Orchestrator:
 
     # -- attach ----------------------------------------------------------------------------
     async def attach(self, follow: bool = True, adopt: bool = False,
-                     say_held: bool = True, checks: bool = True) -> bool:
+                     say_held: bool = True, checks: bool = True, finish: bool = False) -> bool:
         """Find this operator's containers of this recipe on every node; True when any exist.
         Other owners' containers are listed in ``held`` (and said in a notice and in their
         ranks' details), not attached; with ``adopt`` a rank that has none of the operator's own
@@ -259,7 +260,10 @@ class Orchestrator:
         ``checks``: False for a caller that shows lines, no verdict (``logs``): the boot checks
         are not replayed nor a failed rank's kernel asked; the next attach that shows them
         replays the run's files, which hold every line (a check's verdict is the same whenever
-        its lines are read)."""
+        its lines are read). ``finish``: a caller whose watchdog finishes a group restart cut
+        short (the watch) takes the recipe's latest run even with no container left, when its
+        events say the restart was cut short rather than the run taken down
+        (``core.restarts.cut_short``)."""
         self._adopted = self.adoptions.adopted_by(self.owner)
         states = await asyncio.gather(*(self._find(info) for info in self.ranks),
                                       return_exceptions=True)
@@ -309,13 +313,17 @@ class Orchestrator:
         if self.held and say_held:
             self.board.notice("warning", held_notice(self.recipe.slug, self.cluster.name,
                                                      self.owner, self.held))
+        run = None
         if not found:
             latest = self.store.latest(self.recipe.slug)
-            if latest is not None:
-                self._restore_wait(await asyncio.to_thread(latest.events))
-            return False
+            if latest is None:
+                return False
+            events = await asyncio.to_thread(latest.events)
+            if not (finish and cut_short(events, self.recipe.spec.restart.policy)):
+                self._restore_wait(events)
+                return False
+            run = latest
         run_id = sorted(run_ids)[-1] if run_ids else None
-        run = None
         if run_id:
             try:
                 run = self.store.open(run_id)

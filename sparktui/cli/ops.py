@@ -231,10 +231,12 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 @contextlib.asynccontextmanager
 async def _opened(args: argparse.Namespace, on_event: Callable[[Event], None] | None = None, *,
-                  attach: bool = False, checks: bool = True) -> AsyncIterator[Orchestrator]:
+                  attach: bool = False, checks: bool = True,
+                  finish: bool = False) -> AsyncIterator[Orchestrator]:
     """The recipe's Orchestrator, closed (connections and all) however the command ends. With
     ``attach``: connected, its containers found and what they wrote meanwhile caught up (and
-    the boot checks replayed and fed, unless ``checks`` is False: ``Orchestrator.attach``)."""
+    the boot checks replayed and fed, unless ``checks`` is False; ``finish``: a restart cut
+    short is attached: ``Orchestrator.attach``)."""
     orch = _make(args, on_event)
     warnings = AttachWarnings()
     if attach and on_event is None:
@@ -246,7 +248,8 @@ async def _opened(args: argparse.Namespace, on_event: Callable[[Event], None] | 
             for reason in unreachable.values():
                 err.print(plain(("warning", "yellow"), f": {reason}"))
             mark("attach: connected")
-            await orch.attach(follow=False, adopt=getattr(args, "adopt", False), checks=checks)
+            await orch.attach(follow=False, adopt=getattr(args, "adopt", False), checks=checks,
+                              finish=finish)
             mark("attach: containers found")
             await orch.catch_up(checks)
             mark("attach: caught up")

@@ -15,6 +15,7 @@ from sparktui.backend.watchdog import Watchdog, budget_text
 from sparktui.cli.ops import EventPrinter, _opened, _run, err, not_yours
 from sparktui.cli.render import plain
 from sparktui.core.errors import SparkError
+from sparktui.core.restarts import cut_short
 
 REFRESH_S = 1.0
 """How often the state ``--metrics`` serves is rebuilt (a Prometheus scrape is 15 s apart)."""
@@ -29,7 +30,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
             raise SparkError(str(exc)) from None
 
     async def go() -> int:
-        async with _opened(args, attach=True) as orch:
+        async with _opened(args, attach=True, finish=True) as orch:
             policy = orch.recipe.spec.restart
             if policy.policy == "off" and address is None:
                 raise SparkError(f"{orch.recipe.slug} has no restart policy: add [restart] "
@@ -88,21 +89,6 @@ def cmd_watch(args: argparse.Namespace) -> int:
         return _run(go())
     except KeyboardInterrupt:
         return 0
-
-
-def cut_short(events: list[dict[str, object]], policy: str) -> bool:
-    """Whether a run with no container left is a group restart cut short (the containers
-    removed, none made yet: a full disk, the watch killed meanwhile), which the watchdog
-    finishes, rather than a run taken down: it was ready once, and no ``down`` came after its
-    last ready or restart."""
-    if policy == "off":
-        return False
-    kinds = [ev.get("kind") for ev in events]
-    if "ready" not in kinds:
-        return False
-    down = max((i for i, k in enumerate(kinds) if k == "down"), default=-1)
-    alive = max(i for i, k in enumerate(kinds) if k in ("ready", "restart", "watchdog"))
-    return alive > down
 
 
 async def _refresh(collector: StateCollector) -> None:

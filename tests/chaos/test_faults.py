@@ -171,6 +171,24 @@ def test_a_restart_on_a_full_disk_then_the_watch_killed_is_read_right_after(soak
     assert "restarting the whole group" in said_since(soak, mark)
 
 
+def test_every_container_gone_while_the_watch_is_down_is_a_restart_it_finishes(soak: Soak) -> None:
+    """A group restart cut short with no container left (what seed 100 reaches when the
+    watchdog's restart removed every container and the disk refused the rest): the watch
+    started again takes the recipe's latest run, not "nothing running", and restarts it."""
+    soak.watch.kill()
+    ranks, _silent = soak.truth.all()
+    for containers in ranks.values():
+        for c in containers:
+            soak.truth.client(c.node).api.remove_container(c.id, force=True)
+    assert not any(soak.truth.all()[0].values())
+    assert {r["state"] for r in soak.status()["ranks"]} == {"pending"}  # nothing runs
+    mark = len(soak.watch.out.read_bytes())
+    soak.watch.start()
+    soak.check()
+    said = said_since(soak, mark)
+    assert "restarting the whole group" in said and "no container since the group was ready" in said, said
+
+
 async def test_the_console_shows_the_truth_after_each_fault_it_follows(soak: Soak) -> None:
     """The console as the run's follower (the watch stopped), its watchdog armed: after a
     killed rank, a killed engine and a full disk its ranks table agrees with what Docker runs

@@ -172,4 +172,7 @@ def test_one_long_line_is_copied_in_bounded_memory_linear_time_every_byte(
     ratio = seconds["hundred"] / seconds["ten"]
     print(f"peak RSS {rss} KiB (growth {growth_mib:.1f} MiB); ingest {seconds} s (ratio {ratio:.1f})")
     assert growth_mib < 64, rss
-    assert ratio < 15, seconds
+    # ten times the bytes: 10x when linear, 100x when quadratic. CI's loaded 2 cores have
+    # measured 16.3x (the short run is 0.2 s, where a scheduler's hiccup weighs most): 30 keeps
+    # the test about the shape, not about the machine's load
+    assert ratio < 30, seconds

@@ -13,6 +13,7 @@ from textual.widgets import TabbedContent
 from sparktui.ui.logstore import NO, RANK, LogStore
 from sparktui.ui.widgets.log_panel import FLUSH_S, LogPanel
 from sparktui.ui.widgets.log_view import LogView
+from tests.ui.conftest import wait_for
 
 
 class PanelApp(App[None]):
@@ -131,19 +132,21 @@ async def test_side_by_side_opens_at_the_selected_rank_and_a_hidden_pane_catches
         for rank in range(32):
             feed(panel, rank, 1, 2, rank)
         await panel.toggle_grid([f"n{r}" for r in range(32)], rank=20)  # rank 20 was selected
-        await pilot.pause()
         tabs = panel.panes.query_one(TabbedContent)
         pane = panel.panes.view(20)
-        assert tabs.active == "rank-tab-20" and pane is not None and pane.has_focus
+        assert pane is not None
+        # waited for, not paused for: on a loaded machine a refresh or a flush comes later
+        await wait_for(pilot, lambda: tabs.active == "rank-tab-20" and pane.has_focus, 10,
+                       "rank 20's tab in front and focused")
         hidden = panel.panes.view(5)
         assert hidden is not None
         for tick in range(40, 60):  # a flood into a pane whose tab is not in front
             feed(panel, 5, 3 + (tick - 40) * 10, 10, tick)
         panel.toggle_wrap()
-        await pilot.pause(FLUSH_S * 3)
-        assert len(hidden.lines) == 202 and hidden.wrap  # taken, and laid out later
+        await wait_for(pilot, lambda: len(hidden.lines) == 202, 10, "the flood in the hidden pane")
+        assert hidden.wrap  # taken, and laid out later
         panel.panes.show(5)
-        await pilot.pause()
-        assert hidden.max_scroll_y > 0 and hidden.scroll_y == hidden.max_scroll_y  # at the end
+        await wait_for(pilot, lambda: 0 < hidden.max_scroll_y == hidden.scroll_y, 10,
+                       "the pane laid out when shown, at its end")
         assert "odd 201" in "".join(seg.text for strip in hidden.render_lines(hidden.size.region)
                                     for seg in strip)
