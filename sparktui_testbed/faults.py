@@ -119,6 +119,7 @@ def start_dockerd(tb: Testbed, node: Node) -> int:
         if proc_state(pid) == "T":
             kill(pid, signal.SIGCONT)
         return pid
+    _forget_dead_containerd(node)
     for attempt in range(3):  # as systemd's Restart= would: dockerd gives its new containerd
         try:                  # ~10 s, which a loaded machine restoring shims may not meet
             return daemons.start_dockerd(node, Paths(tb.state_dir), tb.storage_driver)
@@ -127,6 +128,20 @@ def start_dockerd(tb: Testbed, node: Node) -> int:
                 raise
             log(f"{node.name}: dockerd did not start; again")
     raise AssertionError("unreachable")
+
+
+def _forget_dead_containerd(node: Node) -> None:
+    """The killed containerd's pid file taken away: until its zombie is reaped (by whatever
+    inherited it) the pid still exists, and dockerd, finding it, dials that containerd's
+    socket for 15 s and gives up instead of starting its own (every first start after a kill
+    failed so)."""
+    pidfile = Path(node.docker_exec_root) / "containerd" / "containerd.pid"
+    try:
+        pid = int(pidfile.read_text().strip() or 0)
+    except (OSError, ValueError):
+        return
+    if not alive(pid):
+        pidfile.unlink(missing_ok=True)
 
 
 def mend_all(tb: Testbed) -> list[str]:

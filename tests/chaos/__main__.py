@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kinds", default="", help="only these fault kinds, comma separated")
     ap.add_argument("--console", action="store_true",
                     help="the console follows the run (not sparktui watch); its truth timed too")
+    ap.add_argument("--check-odds", type=float, default=0.5,
+                    help="how often a fault is followed by the checkers at once (CI: 0.35)")
+    ap.add_argument("--keep", action="store_true", help="keep each seed's files (the watch's words)")
     args = ap.parse_args(argv)
     tb = tbm.up(4)
     kinds = [k for k in args.kinds.split(",") if k] or None
@@ -37,13 +40,16 @@ def main(argv: list[str] | None = None) -> int:
         tmp = tempfile.mkdtemp(prefix=f"chaos-{seed}-")
         soak = Soak(tb, Path(tmp), seed, faults=args.faults, seconds=args.minutes * 60,
                     kinds=kinds, long=args.long, log=lambda m: print(m, flush=True),
-                    follower="console" if args.console else "watch")
+                    follower="console" if args.console else "watch", check_odds=args.check_odds)
         try:
             report = soak.run()
         except Violation as exc:
             print(f"VIOLATION\n{exc}\n(the soak's files: {tmp})", flush=True)
             return 1
-        shutil.rmtree(tmp, ignore_errors=True)
+        if args.keep:
+            print(f"(the soak's files: {tmp})", flush=True)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
         print(report.summary(), flush=True)
         total.append(report)
     faults = sum(len(r.faults) for r in total)

@@ -340,8 +340,11 @@ class Soak:
                           f"({states}){'; it fell after ready: the watchdog owes a restart' if owed else ''}"
                           f"\n{json.dumps(st['ranks'])}")
             time.sleep(1.0)  # a status is a second of a core here: the soak's lane shares two
-        self.report.worst_truth_s = max(self.report.worst_truth_s, time.monotonic() - start)
+        took = time.monotonic() - start
+        self.report.worst_truth_s = max(self.report.worst_truth_s, took)
         self.check_lines()
+        self.log(f"  checked: the truth shown after {took:.1f} s, the lines after "
+                 f"{time.monotonic() - start - took:.1f} s more")
 
     def console_agrees(self, since: float) -> None:
         """The console's ranks table shows what Docker runs, every rank ready, within the bound
