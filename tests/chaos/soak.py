@@ -184,21 +184,27 @@ class Soak:
         self.state = Path(self.env["XDG_STATE_HOME"]) / "sparktui"
         self.truth = Docker.of(testbed, self.slug)
         self.recorder = Recorder(self.truth)
-        self.follower = follower
         self.shown = workdir / "console.json"  # what the console shows (``console_probe``)
-        if follower == "console":
-            argv = [sys.executable, "-m", "tests.chaos.console_probe", str(self.recipe.parent),
-                    self.slug, testbed.cluster_file, str(self.state), str(self.shown)]
-        else:
-            argv = [*(watch_prefix or [sys.executable, "-m", "sparktui"]), "watch",
-                    str(self.recipe), "--cluster", testbed.cluster_file]
-        self.watch = Watch(argv, self.env, workdir / "watch.err")
+        self.watch_prefix = list(watch_prefix)
+        self.follow_with(follower)
         self.outputs: list[str] = []
         self.report = Report(seed)
         self.t0 = time.monotonic()
         self.log = log or (lambda _m: None)
         self.run_id: str | None = None
         self.mounted = False
+
+    def follow_with(self, follower: str) -> None:
+        """The follower the faults hit from now on (``watch`` or ``console``); the one before
+        must be stopped or killed first. Both say what they do in ``watch.err``."""
+        self.follower = follower
+        if follower == "console":
+            argv = [sys.executable, "-m", "tests.chaos.console_probe", str(self.recipe.parent),
+                    self.slug, self.testbed.cluster_file, str(self.state), str(self.shown)]
+        else:
+            argv = [*(self.watch_prefix or [sys.executable, "-m", "sparktui"]), "watch",
+                    str(self.recipe), "--cluster", self.testbed.cluster_file]
+        self.watch = Watch(argv, self.env, self.workdir / "watch.err")
 
     # -- helpers ---------------------------------------------------------------------------
     def sleep(self, seconds: float) -> None:

@@ -190,9 +190,10 @@ def test_every_container_gone_while_the_watch_is_down_is_a_restart_it_finishes(s
 
 
 async def test_the_console_shows_the_truth_after_each_fault_it_follows(soak: Soak) -> None:
-    """The console as the run's follower (the watch stopped), its watchdog armed: after a
-    killed rank, a killed engine and a full disk its ranks table agrees with what Docker runs
-    within the bound, and it names each fault (last of this module: the watch starts again)."""
+    """The console as the run's follower (the watch stopped), its watchdog armed: after each
+    fault of the table that hits the cluster or the disk, its ranks table agrees with what
+    Docker runs within the bound, and it says what an operator must know of each (the next
+    test: the console killed, and the command line's restarts)."""
     import asyncio
 
     from sparktui.ui.app import SparkApp
@@ -221,10 +222,16 @@ async def test_the_console_shows_the_truth_after_each_fault_it_follows(soak: Soa
             return said
 
         await wait_for(pilot, lambda: shown() is None, TRUTH_BOUND_S, "the ranks Docker runs")
+        # what each fault makes the console say; a short cut or pause (within the links'
+        # keepalive, 15 s) is survived with nothing said, nothing failed, the same containers
         for kind, hold, named in (("kill-rank", 0.0, "restarting the whole group"),
+                                  ("sshd-restart", 1.0, "reconnecting"),
+                                  ("net-cut", 4.0, None),
+                                  ("dockerd-pause", 3.0, None),
                                   ("dockerd-kill", 1.0, "restarting the whole group"),
                                   ("disk-fill", 3.0, "its log cannot be written")):
             before = {id(n) for n in main.state.notices}
+            containers = [s.container_id for _r, s in sorted(main.state.ranks.items())]
             await asyncio.to_thread(table.inject, soak, table.BY_KIND[kind], random.Random(5), hold)
             await pilot.pause(soak.recorder.period * 3)  # Docker's truth sampled after the fault
             started = time.monotonic()
@@ -232,7 +239,33 @@ async def test_the_console_shows_the_truth_after_each_fault_it_follows(soak: Soa
                            f"the console to show Docker's truth after {kind}: {shown()}")
             soak.report.worst_truth_s = max(soak.report.worst_truth_s, time.monotonic() - started)
             notes = " | ".join(n.text for n in main.state.notices if id(n) not in before)
-            assert named in notes, (kind, notes)
+            if named is None:
+                assert "failed" not in notes and "restarting" not in notes, (kind, notes)
+                assert containers == [s.container_id for _r, s in sorted(main.state.ranks.items())]
+            else:
+                assert named in notes, (kind, notes)
         await pilot.press("q")
     soak.watch.start()
     soak.check()  # every line of the console's following: once, in order
+
+
+def test_the_console_killed_or_left_for_a_command_line_restart_shows_the_truth_again(
+        soak: Soak) -> None:
+    """The console as the follower SIGKILLed and opened again, and left while a rank or the
+    group is restarted from the command line (the soak's ``watch-kill`` and ``cli-restart``
+    with the console in the watch's place): each time it shows what Docker runs within the
+    bound, and every line is in the files once."""
+    soak.watch.stop()
+    soak.follow_with("console")
+    try:
+        soak.watch.start()
+        for kind, seed in (("watch-kill", 1), ("cli-restart", 2), ("cli-restart", 5)):
+            target, mark = inject(soak, kind, 1.0, seed)
+            soak.check()  # the console's table against Docker first, then status and the lines
+            said = said_since(soak, mark)
+            assert "watching demo-chaos in the console" in said, (kind, target, said)
+            assert "exit 0" in target or kind == "watch-kill", target
+    finally:
+        soak.watch.stop()
+        soak.follow_with("watch")
+        soak.watch.start()
