@@ -53,7 +53,10 @@ class Session:
         """Connect to every node, find the recipe's containers and read what their run's files
         hold; following starts after, so no line is missed or read twice."""
         self.unreachable = await self.orch.connect()
-        self.attached = await self.orch.attach(follow=False)
+        # with a watchdog, a group restart cut short (no container left) is this console's to
+        # finish, as the watch's (the chaos soak: a console killed mid-restart opened on
+        # "nothing running" and the group stayed down)
+        self.attached = await self.orch.attach(follow=False, finish=self.watchdog is not None)
         if self.watchdog is not None:
             self.watchdog.start()  # acts while this console follows the run
         tails: dict[int, list[LogLine]] = {}

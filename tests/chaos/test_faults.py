@@ -265,6 +265,18 @@ def test_the_console_killed_or_left_for_a_command_line_restart_shows_the_truth_a
             said = said_since(soak, mark)
             assert "watching demo-chaos in the console" in said, (kind, target, said)
             assert "exit 0" in target or kind == "watch-kill", target
+        # seed 200's end (the 30-minute soak): the console killed while its watchdog's restart
+        # had removed every container and the disk refused the rest; opened again, it must
+        # take the run and finish the restart, not show "not running"
+        soak.watch.kill()
+        for containers in soak.truth.all()[0].values():
+            for c in containers:
+                soak.truth.client(c.node).api.remove_container(c.id, force=True)
+        mark = len(soak.watch.out.read_bytes())
+        soak.watch.start()
+        soak.check()
+        said = said_since(soak, mark)
+        assert "restarting the whole group" in said and "no container since the group was ready" in said, said
     finally:
         soak.watch.stop()
         soak.follow_with("watch")
