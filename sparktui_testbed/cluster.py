@@ -175,6 +175,7 @@ def _try_reuse(tb: Testbed, paths: Paths) -> Testbed | None:
         if problems:
             raise TestbedError("stopping what was left of slurm failed:\n  " + "\n  ".join(problems))
         tb.slurm = slurm.start(paths, tb.nodes)
+        write_slurm_cluster_file(tb.slurm, paths, tb.nodes)  # slurm.stop took the old one away
         slurm.verify(tb.slurm, paths, tb.nodes)
         tb.timings["slurm_s"] = round(time.monotonic() - t0, 2)
         paths.info.write_text(json.dumps(tb.to_json(), indent=2) + "\n")
