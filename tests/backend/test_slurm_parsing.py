@@ -47,6 +47,18 @@ def test_a_rank_whose_job_ended_without_an_exit_record_is_lost_with_slurms_words
     assert running.running and running.lost is None
 
 
+def test_a_rank_that_exited_as_slurm_ended_its_job_says_how_the_job_ended() -> None:
+    from sparktui.backend.runtimes.slurm import Job
+
+    exit_text = '{"exit_code": 0, "finished_at": "2026-12-04T19:00:13Z"}'
+    ending = Job("9", "COMPLETING", "NodeDown", "node[0-3]", "", "root", "root@vm", "p", "/s")
+    st = state_of("slurm-9-r1-1", "n", exit_text, "cid", ending, {}, "down|sparktui: node down")
+    assert st.status == "exited" and st.exit_code == 0
+    assert st.lost == "Slurm job 9 is completing (NodeDown); its node is down (sparktui: node down)"
+    running = Job("9", "RUNNING", "None", "node[0-3]", "", "root", "root@vm", "p", "/s")
+    assert state_of("slurm-9-r1-1", "n", exit_text, "cid", running, {}, "idle|none").lost is None
+
+
 def test_log_bytes_become_lines_and_a_long_one_pieces_resumable_inside_it() -> None:
     secret = "hf_" + "s" * 40
     long = ("x" * (MAX_LINE_BYTES - 10) + secret + "y" * 50_000).encode()

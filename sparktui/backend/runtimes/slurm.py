@@ -121,6 +121,10 @@ time stamp: the last sign of life of a rank whose node was lost)."""
 ACTIVE = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "RESIZING",
                     "REQUEUED", "SIGNALING", "STAGE_OUT"})
 """Job states whose steps may still run (or come to)."""
+USABLE = ACTIVE - {"COMPLETING", "SIGNALING", "STAGE_OUT"}
+"""Job states a new step may start in: one ending (its node set DOWN, cancelled) takes none."""
+JOB_TTL_S = 2.0
+"""How long the held job's state is taken as known before a step is started in it."""
 
 RUN = """
 set -C; umask 077
@@ -345,21 +349,35 @@ def state_of(ident: str, name: str, exit_text: str, cid: str, job: Job | None,
         except ValueError:
             ended = {}
         code = ended.get("exit_code") if isinstance(ended, dict) else None
+        # an exit because Slurm ended the job (its node set DOWN, the job cancelled) says so
+        why_ended = job_end(job, node) if job is None or job.state not in USABLE else None
         return ContainerState(ident, name, "exited", code if isinstance(code, int) else None,
                               finished_at=ended.get("finished_at") if isinstance(ended, dict) else None,
-                              labels=labels, started_at=started)
+                              labels=labels, started_at=started,
+                              lost=why_ended)
     if job is None or job.state not in ACTIVE:
-        said = (f"Slurm job {job.id} ended {job.state}" + (f" ({job.reason})" if job.reason
-                not in ("", "None") else "")) if job is not None else "its Slurm job ended"
-        state, _, why = node.partition("|")
-        if state:
-            said += f"; its node is {state.lower()}" + (f" ({why})" if why and why != "none" else "")
+        said = job_end(job, node)
         heard = last.split(" ", 1)[0] if last else ""
         return ContainerState(ident, name, "dead", labels=labels, lost=said,
                               finished_at=heard if heard.endswith("Z") else None,
                               started_at=started)
     return ContainerState(ident, name, "running" if cid else "created", labels=labels,
                           started_at=started)
+
+
+def job_end(job: Job | None, node: str) -> str:
+    """``Slurm job 12 ended NODE_FAIL; its node is down (why)``: how the rank's job ended or is
+    ending (``node``: ``sinfo``'s ``state|reason`` of the rank's node, when asked)."""
+    if job is None:
+        said = "its Slurm job ended"
+    else:
+        verb = f"is {job.state.lower()}" if job.state in ACTIVE else f"ended {job.state}"
+        said = f"Slurm job {job.id} {verb}" + (f" ({job.reason})" if job.reason not in ("", "None")
+                                                else "")
+    state, _, why = node.partition("|")
+    if state:
+        said += f"; its node is {state.lower()}" + (f" ({why})" if why and why != "none" else "")
+    return said
 
 
 class SlurmDocker:
@@ -382,6 +400,7 @@ class SlurmDocker:
         self.order = [n.name for n in nodes]
         self.steps = {n.name: SlurmSteps(self, n) for n in nodes}
         self._job_lock = asyncio.Lock()
+        self._job_seen = 0.0  # when the held job's state was last asked of Slurm
         self.job: Job | None = None
         self._survey: tuple[float, str, asyncio.Task[list[tuple[Job, Folder | None]]]] | None = None
         self.folders: dict[str, str] = {}
@@ -576,10 +595,17 @@ class SlurmDocker:
         async with self._job_lock:
             plan = spec.labels.get(LABEL_PLAN, "")
             slug = spec.labels[LABEL_RECIPE]
+            if self.job is not None and time.monotonic() - self._job_seen > JOB_TTL_S:
+                # held since long ago: it may be ending (a node set DOWN ends the allocation,
+                # and a group restarted then must ask for a new one, not start steps in it)
+                now = await self.job_of(self.job.id)
+                self.job = (replace(now, folder=now.folder or self.job.folder)
+                            if now is not None and now.state in USABLE else None)
             if self.job is None:
                 mine = [j for j, _ in await self.survey(slug)
-                        if self.mine(j) and j.plan == plan and j.state in ACTIVE]
+                        if self.mine(j) and j.plan == plan and j.state in USABLE]
                 self.job = mine[-1] if mine else await self._submit(slug, plan, run_id)
+            self._job_seen = time.monotonic()
             pause = 0.05
             while not self.job.running:
                 why = job_sentence(self.job, self.settings.partition)
@@ -592,6 +618,7 @@ class SlurmDocker:
                     raise NodeError("login", f"Slurm job {job.id} ended before it ran "
                                              f"(last state {job.state}, reason {job.reason})")
                 self.job = now
+                self._job_seen = time.monotonic()
                 if not now.running:
                     await asyncio.sleep(pause)
                     pause = min(pause * 2, POLL_S)  # granted at once, or a wait on the scheduler
