@@ -1,4 +1,5 @@
-"""``python -m tests.chaos [--minutes M] [--seeds A-B] [--faults N] [--long] [--kinds K,...]``:
+"""``python -m tests.chaos [--minutes M] [--seeds A-B] [--faults N] [--long] [--kinds K,...]
+[--console] [--slurm]``:
 a soak by hand, as root, on the test cluster (brought up if need be), one seed after another;
 each seed's summary, and the first violation with its seed and fault sequence (exit 1)."""
 
@@ -31,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the console follows the run (not sparktui watch); its truth timed too")
     ap.add_argument("--check-odds", type=float, default=0.5,
                     help="how often a fault is followed by the checkers at once (CI: 0.35)")
+    ap.add_argument("--slurm", action="store_true",
+                    help="the run on the Slurm runtime (its table: slurmd-kill and node-down join)")
     ap.add_argument("--keep", action="store_true", help="keep each seed's files (the watch's words)")
     args = ap.parse_args(argv)
     tb = tbm.up(4)
@@ -40,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         tmp = tempfile.mkdtemp(prefix=f"chaos-{seed}-")
         soak = Soak(tb, Path(tmp), seed, faults=args.faults, seconds=args.minutes * 60,
                     kinds=kinds, long=args.long, log=lambda m: print(m, flush=True),
-                    follower="console" if args.console else "watch", check_odds=args.check_odds)
+                    follower="console" if args.console else "watch", check_odds=args.check_odds,
+                    runtime="slurm" if args.slurm else "ssh")
         try:
             report = soak.run()
         except Violation as exc:

@@ -17,10 +17,22 @@ it to fault by fault.
 - ``disk-fill``: the filesystem the run's files live on (the soak's own tmpfs) filled to the
   last byte for a while; the follower says so and reads the lines again from the last one
   written once there is room.
+
+On the Slurm runtime (``SLURM_TABLE``: a node's network is Slurm's own, not cut there) the
+ranks are steps of one allocation, reached through the login node, and two faults join:
+
+- ``slurmd-kill``: a node's slurmd SIGKILLed and started again (its steps go on, as when the
+  daemon crashes): nothing fails, the same steps and job.
+- ``node-down``: a node set DOWN (``scontrol``), then RESUMEd: Slurm ends the allocation; its
+  rank is failed first ("its place was lost"), and the watchdog asks for the group again,
+  queued until the node is back, then ready in a new job.
+
+and ``sshd-restart`` restarts the login node's sshd, the one sparktui talks to.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import random
 from collections.abc import Callable
@@ -29,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import sparktui_testbed as tbm
+from sparktui.core.dockerview import short_id
 from sparktui_testbed import faults as tbf
 
 if TYPE_CHECKING:
@@ -56,10 +69,14 @@ DOCKERD_KILL = Fault("dockerd-kill", (0.5, 2), (1, 8))
 WATCH_KILL = Fault("watch-kill", (0, 2), (0, 10))
 CLI_RESTART = Fault("cli-restart", (0, 0), (0, 0))
 DISK_FILL = Fault("disk-fill", (1, 5), (2, 30))
+SLURMD_KILL = Fault("slurmd-kill", (0.5, 3), (1, 20))
+NODE_DOWN = Fault("node-down", (1, 4), (2, 20))
 
 TABLE: tuple[Fault, ...] = (KILL_RANK, SSHD_RESTART, NET_CUT, DOCKERD_PAUSE, DOCKERD_KILL,
                             WATCH_KILL, CLI_RESTART, DISK_FILL)
-BY_KIND = {f.kind: f for f in TABLE}
+SLURM_TABLE: tuple[Fault, ...] = (KILL_RANK, SSHD_RESTART, DOCKERD_PAUSE, DOCKERD_KILL,
+                                  WATCH_KILL, CLI_RESTART, DISK_FILL, SLURMD_KILL, NODE_DOWN)
+BY_KIND = {f.kind: f for f in (*TABLE, *SLURM_TABLE)}
 
 
 def inject(soak: Soak, fault: Fault, rnd: random.Random, hold: float) -> str:
@@ -72,13 +89,21 @@ def inject(soak: Soak, fault: Fault, rnd: random.Random, hold: float) -> str:
             if not running:
                 return f"rank {rank}: no running container (nothing killed)"
             c = running[0]
-            soak.truth.kill(c.node, c.id)
-            return f"rank {rank} container {c.id[:12]} on {c.node}"
+            soak.truth.kill(c)
+            return f"rank {rank} container {short_id(c.id)} on {c.node}"
         case "sshd-restart":
-            tbm.stop_sshd(soak.testbed.state_dir, node.name)
+            which = "login" if soak.runtime == "slurm" else node.name  # the one sparktui reaches
+            tbm.stop_sshd(soak.testbed.state_dir, which)
             soak.sleep(hold)
-            tbm.start_sshd(soak.testbed.state_dir, node.name)
-            return node.name
+            tbm.start_sshd(soak.testbed.state_dir, which)
+            return which
+        case "slurmd-kill":
+            sd = soak.testbed.state_dir
+            return held(soak, hold, node.name, lambda: tbm.stop_slurmd(sd, node.name),
+                        lambda: tbm.start_slurmd(sd, node.name))
+        case "node-down":
+            return held(soak, hold, node.name, lambda: node_down(soak, node.name),
+                        lambda: resume(soak, node.name))
         case "net-cut":
             return held(soak, hold, node.name, lambda: tbf.cut(node), lambda: tbf.mend(node))
         case "dockerd-pause":
@@ -124,6 +149,19 @@ def held(soak: Soak, hold: float, target: str, hit: Callable[[], object],
     finally:
         mend()
     return target
+
+
+def node_down(soak: Soak, name: str) -> None:
+    tbm.set_slurm_state(soak.testbed.state_dir, name, "DOWN", "sparktui chaos: node down")
+
+
+def resume(soak: Soak, name: str) -> None:
+    """The node back in service, whatever a fault left of it (a DOWN state, a stopped slurmd)."""
+    sd = soak.testbed.state_dir
+    state = tbm.start_slurmd(sd, name, wait=False)
+    if state.rstrip("*~#").startswith(("down", "drain", "fail")):
+        with contextlib.suppress(tbm.TestbedError):  # back already as it registered
+            tbm.set_slurm_state(sd, name, "RESUME")
 
 
 FILLER = ".chaos-filler"

@@ -37,6 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import sparktui_testbed as tbm
+from sparktui.core.dockerview import short_id
+from sparktui.core.slurmjob import job_name
 from sparktui_testbed import faults as tbf
 from tests.chaos import faults as table
 from tests.chaos.truth import DOCKER_ERRORS, Docker, Recorder, first_break, segments
@@ -54,6 +57,7 @@ STATE_MIB = 64
 """The tmpfs the run's files live on (filled by ``disk-fill``): hours of ticks fit in it."""
 BUDGET = 100
 WINDOW = "10m"
+DOWN_SLURM_S = 30.0
 """The most the recipe allows: a soak restarts the group a few times a minute at most."""
 
 
@@ -166,18 +170,29 @@ class Soak:
     def __init__(self, testbed: Any, workdir: Path, seed: int, *, faults: int = 40,
                  seconds: float = 220, kinds: Sequence[str] | None = None, long: bool = False,
                  watch_prefix: Sequence[str] = (), log: Callable[[str], None] | None = None,
-                 check_odds: float = 0.5, follower: str = "watch") -> None:
+                 check_odds: float = 0.5, follower: str = "watch", runtime: str = "ssh") -> None:
         """``check_odds``: how often a fault is followed by the checkers at once (otherwise the
         next one lands on its aftermath); always at the end. ``follower``: ``watch``, or
         ``console``: the real console follows the run (``console_probe``), and each check also
-        waits for its ranks table to show Docker's truth (the worst time reported)."""
+        waits for its ranks table to show Docker's truth (the worst time reported).
+        ``runtime``: ``ssh`` (the cluster file's nodes over SSH) or ``slurm`` (the same nodes
+        as a Slurm partition: one allocation, each rank a step; ``faults.SLURM_TABLE``)."""
         self.testbed, self.workdir, self.seed = testbed, workdir, seed
         self.max_faults, self.max_seconds, self.long = faults, seconds, long
         self.check_odds = check_odds
-        self.kinds = [table.BY_KIND[k] for k in kinds] if kinds else list(table.TABLE)
+        self.runtime = runtime
+        if runtime == "slurm":
+            if testbed.slurm is None:
+                raise ValueError("the test cluster has no Slurm")
+            self.cluster_file = str(testbed.slurm.cluster_file)
+        else:
+            self.cluster_file = str(testbed.cluster_file)
+        whole = table.SLURM_TABLE if runtime == "slurm" else table.TABLE
+        self.kinds = [table.BY_KIND[k] for k in kinds] if kinds else list(whole)
         self.rnd = random.Random(seed)
         self.world = WORLD
-        self.recipe = chaos_recipe(workdir / "recipes")
+        self.recipe = chaos_recipe(workdir / "recipes",
+                                   "demo-chaos-slurm" if runtime == "slurm" else "demo-chaos")
         self.slug = self.recipe.name
         self.state_top = workdir / "state"  # the run's files' filesystem: a tmpfs of its own
         self.env = state_env(self.state_top)
@@ -200,10 +215,10 @@ class Soak:
         self.follower = follower
         if follower == "console":
             argv = [sys.executable, "-m", "tests.chaos.console_probe", str(self.recipe.parent),
-                    self.slug, self.testbed.cluster_file, str(self.state), str(self.shown)]
+                    self.slug, self.cluster_file, str(self.state), str(self.shown)]
         else:
             argv = [*(self.watch_prefix or [sys.executable, "-m", "sparktui"]), "watch",
-                    str(self.recipe), "--cluster", self.testbed.cluster_file]
+                    str(self.recipe), "--cluster", self.cluster_file]
         self.watch = Watch(argv, self.env, self.workdir / "watch.err")
 
     # -- helpers ---------------------------------------------------------------------------
@@ -212,7 +227,7 @@ class Soak:
 
     def cli(self, *words: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, "-m", "sparktui", words[0], str(self.recipe), "--cluster",
-                self.testbed.cluster_file, *words[1:]]
+                self.cluster_file, *words[1:]]
         res = subprocess.run(argv, cwd=ROOT, env=self.env, capture_output=True, text=True,
                              timeout=timeout)
         self.outputs.append(f"$ sparktui {' '.join(words)}\n{res.stdout}{res.stderr}")
@@ -225,7 +240,8 @@ class Soak:
         seq = "\n".join(f"  {f}" for f in self.report.faults) or "  (none yet)"
         raise Violation(f"chaos soak seed {self.seed}: {what}\nfaults so far:\n{seq}\n"
                         f"(again: python -m tests.chaos --seeds {self.seed} --faults "
-                        f"{self.max_faults}{' --long' if self.long else ''})")
+                        f"{self.max_faults}{' --long' if self.long else ''}"
+                        f"{' --slurm' if self.runtime == 'slurm' else ''})")
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -235,13 +251,7 @@ class Soak:
         self.t0 = time.monotonic()
         try:
             self.setup()
-            while (len(self.report.faults) < self.max_faults
-                   and self.elapsed() < self.max_seconds):
-                self.one_fault()
-                if self.rnd.random() < self.check_odds:
-                    self.check()
-                else:
-                    self.sleep(self.rnd.uniform(0, 1.5))  # the next lands on its aftermath
+            self.strike(self.max_faults, self.max_seconds)
             self.check()
             self.finish()
         except BaseException:
@@ -252,11 +262,26 @@ class Soak:
         self.report.seconds = self.elapsed()
         return self.report
 
+    def strike(self, count: int, until: float) -> list[Injected]:
+        """Up to ``count`` faults of the seed, until ``until`` seconds into the soak, each
+        checked after at the seed's odds (else the next lands on its aftermath)."""
+        first = len(self.report.faults)
+        while len(self.report.faults) - first < count and self.elapsed() < until:
+            self.one_fault()
+            if self.rnd.random() < self.check_odds:
+                self.check()
+            else:
+                self.sleep(self.rnd.uniform(0, 1.5))
+        return self.report.faults[first:]
+
     def abort(self) -> None:
         """After a violation: every fault mended, the group down; the files kept for a look."""
         self.watch.kill()
         for said in tbf.mend_all(self.testbed):
             self.log(f"mended: {said}")
+        if self.runtime == "slurm":
+            for node in self.testbed.nodes:
+                table.resume(self, node.name)
         self.cli("down")
         if self.mounted:
             shutil.copytree(self.state_top, self.workdir / "state-kept", dirs_exist_ok=True)
@@ -415,7 +440,7 @@ class Soak:
         for rank in range(self.world):
             path = run_dir / f"r{rank}.log"
             running = [c for c in ranks.get(rank, []) if c.running]
-            current = self.truth.ticks(running[0].node, running[0].id) if running else None
+            current = self.truth.ticks(running[0]) if running else None
             want = max(current or [0])
             end = time.monotonic() + settle_s
             while True:  # the watch writes what Docker has within a moment
@@ -451,6 +476,21 @@ class Soak:
             checked += sum(len(s.ticks) for s in segs)
         self.report.lines_checked = checked  # the last check's: every line of the run
 
+    def left_behind(self) -> tuple[list[Any], list[str], str]:
+        """The run's containers on every node, the nodes whose engine did not answer, and on
+        Slurm what ``squeue`` still lists of the recipe's job (its epilog removes the
+        containers a moment after the job ends)."""
+        try:
+            ranks, silent = self.truth.all()
+        except DOCKER_ERRORS as exc:  # pragma: no cover - said as a violation
+            self.fail(f"Docker after down: {exc}")
+        jobs = ""
+        if self.runtime == "slurm":
+            res = tbm.slurm_command(self.testbed.state_dir, [
+                "squeue", "--noheader", f"--name={job_name(self.slug)}", "--format=%i %T"])
+            jobs = res.stdout.strip() if res.returncode == 0 else f"squeue: {res.stderr.strip()}"
+        return [c for cs in ranks.values() for c in cs], silent, jobs
+
     def finish(self) -> None:
         """The watchdog within its budget; ``down`` leaves nothing; no traceback; no secret."""
         assert self.run_id is not None
@@ -465,13 +505,16 @@ class Soak:
         res = self.cli("down")
         if res.returncode != 0:
             self.fail(f"down: exit {res.returncode}: {res.stderr[-2000:]}")
-        try:
-            ranks, silent = self.truth.all()
-        except DOCKER_ERRORS as exc:  # pragma: no cover - said as a violation
-            self.fail(f"Docker after down: {exc}")
-        left = [c for cs in ranks.values() for c in cs]
+        end = time.monotonic() + (DOWN_SLURM_S if self.runtime == "slurm" else 0)
+        while True:
+            left, silent, jobs = self.left_behind()
+            if not (left or silent or jobs) or time.monotonic() > end:
+                break
+            time.sleep(0.5)
+        if jobs:
+            self.fail(f"after down: Slurm still lists the run's job: {jobs}")
         if silent or left:
-            self.fail(f"after down: {len(left)} containers left ({[c.id[:12] for c in left]}), "
+            self.fail(f"after down: {len(left)} containers left ({[short_id(c.id) for c in left]}), "
                       f"silent engines {silent}")
         stray = [p for p in Path("/proc").glob("[0-9]*")
                  if _cmdline_has(p, str(self.recipe)) and int(p.name) != os.getpid()]

@@ -159,7 +159,7 @@ def test_a_restart_on_a_full_disk_then_the_watch_killed_is_read_right_after(soak
     filled = table.fill(soak.state_top)
     try:
         running = [c for c in soak.truth.all()[0].get(2, []) if c.running]
-        soak.truth.kill(running[0].node, running[0].id)
+        soak.truth.kill(running[0])
         time.sleep(8)  # the watchdog's grace and settle: its restart tried on the full disk
         soak.watch.kill()
     finally:
@@ -179,7 +179,7 @@ def test_every_container_gone_while_the_watch_is_down_is_a_restart_it_finishes(s
     ranks, _silent = soak.truth.all()
     for containers in ranks.values():
         for c in containers:
-            soak.truth.client(c.node).api.remove_container(c.id, force=True)
+            soak.truth.remove(c)
     assert not any(soak.truth.all()[0].values())
     assert {r["state"] for r in soak.status()["ranks"]} == {"pending"}  # nothing runs
     mark = len(soak.watch.out.read_bytes())
@@ -271,7 +271,7 @@ def test_the_console_killed_or_left_for_a_command_line_restart_shows_the_truth_a
         soak.watch.kill()
         for containers in soak.truth.all()[0].values():
             for c in containers:
-                soak.truth.client(c.node).api.remove_container(c.id, force=True)
+                soak.truth.remove(c)
         mark = len(soak.watch.out.read_bytes())
         soak.watch.start()
         soak.check()

@@ -18,6 +18,7 @@ from typing import Any
 import docker
 import requests
 
+from sparktui.backend.runtimes.slurm import LABEL_JOB, rank_id
 from sparktui.core.plan import LABEL_RANK, LABEL_RECIPE
 
 TICK = re.compile(rb"demo tick (\d+)$")
@@ -33,9 +34,13 @@ class Container:
 
     node: str
     rank: int
-    id: str
+    id: str  # as sparktui names it: Docker's id, or a Slurm rank's ``slurm-<job>-r<rank>-<attempt>``
     running: bool
     created: str
+    docker_id: str = ""
+
+    def __post_init__(self) -> None:
+        self.docker_id = self.docker_id or self.id
 
 
 @dataclass
@@ -100,8 +105,8 @@ class Docker:
         """The node's containers of the recipe (raises when its engine does not answer)."""
         found = self.client(node).api.containers(
             all=True, filters={"label": f"{LABEL_RECIPE}={self.slug}"})
-        return [Container(node, int(c["Labels"][LABEL_RANK]), c["Id"], c["State"] == "running",
-                          str(c.get("Created", ""))) for c in found]
+        return [Container(node, int(c["Labels"][LABEL_RANK]), sparktui_id(c), c["State"] == "running",
+                          str(c.get("Created", "")), c["Id"]) for c in found]
 
     def all(self) -> tuple[dict[int, list[Container]], list[str]]:
         """Every rank's containers, and the nodes whose engine did not answer."""
@@ -115,12 +120,15 @@ class Docker:
                 silent.append(node)
         return ranks, silent
 
-    def ticks(self, node: str, container_id: str, tail: int | str = "all") -> list[int]:
-        raw = self.client(node).api.logs(container_id, stdout=True, stderr=True, tail=tail)
+    def ticks(self, c: Container, tail: int | str = "all") -> list[int]:
+        raw = self.client(c.node).api.logs(c.docker_id, stdout=True, stderr=True, tail=tail)
         return ticks_of(raw)
 
-    def kill(self, node: str, container_id: str) -> None:
-        self.client(node).api.kill(container_id)
+    def kill(self, c: Container) -> None:
+        self.client(c.node).api.kill(c.docker_id)
+
+    def remove(self, c: Container) -> None:
+        self.client(c.node).api.remove_container(c.docker_id, force=True)
 
     def close(self) -> None:
         for c in self._clients.values():
@@ -162,7 +170,7 @@ class Recorder:
                     for c in self.truth.containers(node):
                         ranks.setdefault(c.rank, []).append(c)
                         if c.running:
-                            ticks = self.truth.ticks(node, c.id, tail=3)
+                            ticks = self.truth.ticks(c, tail=3)
                             if ticks:
                                 self.seen[c.id] = max(self.seen.get(c.id, 0), max(ticks))
                 except DOCKER_ERRORS:
@@ -171,3 +179,13 @@ class Recorder:
 
     def seen_of(self, short: str) -> int:
         return max((n for cid, n in self.seen.items() if cid.startswith(short)), default=0)
+
+
+def sparktui_id(c: dict[str, Any]) -> str:
+    """The id sparktui gives the container: Docker's, or for a Slurm step's container its rank
+    attempt's (the job from its label, the attempt from its name's ``-<attempt>`` end)."""
+    job = c["Labels"].get(LABEL_JOB)
+    if job is None:
+        return str(c["Id"])
+    name = (c.get("Names") or ["/"])[0].lstrip("/")
+    return rank_id(job, int(c["Labels"][LABEL_RANK]), int(name.rpartition("-")[2]))

@@ -1,0 +1,157 @@
+"""The soak's faults on the Slurm runtime (``faults.SLURM_TABLE``): the demo recipe's group as
+steps of one allocation on the test cluster's Slurm partition, ``sparktui watch`` following it
+through the login node with its watchdog; each fault alone with what the watch and ``status``
+then say, and the soak's checkers after it (``status --json`` agrees with Docker on each
+node, every rank's numbered lines once and in order); then a seeded soak of the whole table on
+the same group."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import sparktui_testbed as tbm
+from tests.chaos import faults as table
+from tests.chaos.soak import Soak
+from tests.realparts.conftest import _unavailable
+
+pytestmark = pytest.mark.realparts
+
+SOAK_FAULTS = 12
+SOAK_SECONDS = 200
+
+
+@pytest.fixture(scope="module")
+def soak(testbed: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Soak]:
+    if testbed.slurm is None:
+        _unavailable("the test cluster has no Slurm")
+    s = Soak(testbed, tmp_path_factory.mktemp("slurm-faults"), 21, runtime="slurm")
+    s.setup()
+    try:
+        yield s
+        s.finish()  # the watchdog in budget, down leaves no step nor container, no secret
+    except BaseException:
+        s.abort()
+        raise
+    finally:
+        s.close()
+
+
+def said_since(soak: Soak, mark: int) -> str:
+    return soak.watch.out.read_bytes()[mark:].decode(errors="replace")
+
+
+def status(soak: Soak) -> dict[str, Any]:
+    return soak.status()
+
+
+def ids(soak: Soak) -> list[str]:
+    return [r["container_id"] for r in status(soak)["ranks"]]
+
+
+def job(soak: Soak) -> str:
+    return str(status(soak)["allocation"].split()[2])
+
+
+def inject(soak: Soak, kind: str, hold: float, seed: int = 0) -> tuple[str, int]:
+    mark = len(soak.watch.out.read_bytes())
+    return table.inject(soak, table.BY_KIND[kind], random.Random(seed), hold), mark
+
+
+def test_a_killed_slurmd_is_survived_with_the_same_steps_in_the_same_job(soak: Soak) -> None:
+    before, allocation = ids(soak), job(soak)
+    target, mark = inject(soak, "slurmd-kill", 2.0, seed=1)
+    soak.check()
+    assert ids(soak) == before and job(soak) == allocation, target
+    said = said_since(soak, mark)
+    assert "failed" not in said and "restarting" not in said, said
+
+
+def test_a_killed_rank_is_failed_and_the_watchdog_restarts_the_group(soak: Soak) -> None:
+    before, allocation = ids(soak), job(soak)
+    target, mark = inject(soak, "kill-rank", 0, seed=2)
+    soak.check()
+    said = said_since(soak, mark)
+    assert "failed after ready" in said and "watchdog: restarting the whole group" in said, said
+    after = ids(soak)
+    assert not set(before) & set(after), (target, before, after)
+    assert job(soak) == allocation  # new steps of the same allocation
+    assert all(i.startswith(f"slurm-{allocation}-r") for i in after), after
+
+
+def test_a_node_set_down_fails_its_rank_first_and_the_group_comes_back_in_a_new_job(
+        soak: Soak) -> None:
+    allocation = job(soak)
+    target, mark = inject(soak, "node-down", 3.0, seed=3)
+    rank = int(target.removeprefix("node"))  # a rank a node, in order
+    soak.check()
+    said = said_since(soak, mark)
+    # Slurm ends the allocation: each rank's step is stopped (its engine exits on TERM), and
+    # the watch says why (the job's reason: its node down)
+    assert re.search(rf"rank {rank}: failed · [^\n]*Slurm job {allocation} (is completing|ended"
+                     rf"[^\n]*) \(NodeDown\)", said), said
+    assert "watchdog: restarting the whole group" in said, said
+    again = job(soak)
+    assert again != allocation
+    assert ids(soak) == [f"slurm-{again}-r{r}-1" for r in range(4)]
+    assert tbm.slurm_states(soak.testbed.state_dir)[target].rstrip("*~#") in ("allocated", "mixed")
+
+
+def test_the_login_nodes_sshd_restarted_is_survived_with_the_same_steps(soak: Soak) -> None:
+    before = ids(soak)
+    target, mark = inject(soak, "sshd-restart", 1.5, seed=4)
+    assert target == "login"
+    soak.check()  # every line after the reconnect, once
+    # each rank's log comes through the login node: its follower says so, and reconnects
+    assert re.search(r"node node\d: reconnecting · login: ", said_since(soak, mark))
+    assert ids(soak) == before
+
+
+def test_a_paused_engine_is_survived_with_the_same_steps(soak: Soak) -> None:
+    before = ids(soak)
+    target, _mark = inject(soak, "dockerd-pause", 3.0, seed=5)
+    soak.check()
+    assert ids(soak) == before, target
+
+
+def test_a_killed_engine_ends_its_rank_and_the_watchdog_restarts_the_group(soak: Soak) -> None:
+    before = ids(soak)
+    target, mark = inject(soak, "dockerd-kill", 1.0, seed=6)
+    soak.check()
+    assert "watchdog: restarting the whole group" in said_since(soak, mark)
+    assert not set(before) & set(ids(soak)), target
+
+
+def test_the_watch_killed_and_a_rank_restarted_from_the_command_line(soak: Soak) -> None:
+    before = ids(soak)
+    _t, mark = inject(soak, "watch-kill", 2.0)
+    soak.check()  # what the ranks wrote while no one watched: in the files, once
+    assert ids(soak) == before and "watching demo-chaos-slurm" in said_since(soak, mark)
+    target, _mark = inject(soak, "cli-restart", 0, seed=8)
+    assert "exit 0" in target, target
+    soak.check()
+    assert ids(soak) != before
+
+
+def test_a_full_disk_is_survived_with_the_same_steps(soak: Soak) -> None:
+    before = ids(soak)
+    target, mark = inject(soak, "disk-fill", 3.0)
+    soak.check()
+    assert "No space left" in said_since(soak, mark) or "full" in said_since(soak, mark), target
+    assert ids(soak) == before
+
+
+def test_a_seeded_soak_of_the_slurm_table_breaks_no_invariant(soak: Soak) -> None:
+    """The same group, now hit by the seed's faults at random (the fixture's finish checks
+    ``down`` after them)."""
+    soak.check_odds = 0.4
+    hit = soak.strike(SOAK_FAULTS, soak.elapsed() + SOAK_SECONDS)
+    soak.check()
+    soak.report.seconds = soak.elapsed()
+    print(soak.report.summary())
+    assert len(hit) == SOAK_FAULTS, soak.report.summary()
+    assert len({f.kind for f in hit}) >= 5, soak.report.summary()
