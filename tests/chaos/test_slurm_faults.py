@@ -7,7 +7,6 @@ the same group."""
 
 from __future__ import annotations
 
-import random
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -15,8 +14,8 @@ from typing import Any
 import pytest
 
 import sparktui_testbed as tbm
-from tests.chaos import faults as table
 from tests.chaos.soak import Soak
+from tests.chaos.test_faults import ids, inject, said_since
 from tests.realparts.conftest import _unavailable
 
 pytestmark = pytest.mark.realparts
@@ -41,25 +40,8 @@ def soak(testbed: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Soa
         s.close()
 
 
-def said_since(soak: Soak, mark: int) -> str:
-    return soak.watch.out.read_bytes()[mark:].decode(errors="replace")
-
-
-def status(soak: Soak) -> dict[str, Any]:
-    return soak.status()
-
-
-def ids(soak: Soak) -> list[str]:
-    return [r["container_id"] for r in status(soak)["ranks"]]
-
-
 def job(soak: Soak) -> str:
-    return str(status(soak)["allocation"].split()[2])
-
-
-def inject(soak: Soak, kind: str, hold: float, seed: int = 0) -> tuple[str, int]:
-    mark = len(soak.watch.out.read_bytes())
-    return table.inject(soak, table.BY_KIND[kind], random.Random(seed), hold), mark
+    return str(soak.status()["allocation"].split()[2])
 
 
 def test_a_killed_slurmd_is_survived_with_the_same_steps_in_the_same_job(soak: Soak) -> None:
