@@ -42,7 +42,7 @@ from sparktui.core.dockerview import short_id
 from sparktui.core.slurmjob import job_name
 from sparktui_testbed import faults as tbf
 from tests.chaos import faults as table
-from tests.chaos.truth import DOCKER_ERRORS, Docker, Recorder, first_break, segments
+from tests.chaos.truth import DOCKER_ERRORS, Docker, Recorder, first_break, names, segments
 from tests.conftest import RECIPES, ROOT
 from tests.runner import TRACEBACK, state_env
 
@@ -553,7 +553,7 @@ def disagree(rows: Sequence[dict[str, Any]], ranks: dict[int, list[Any]],
             return f"rank {rank}: {len(running)} containers running"
         if running:
             named = row.get("container_id") or ""
-            if not named or not running[0].id.startswith(named):
+            if not named or not names(running[0].id, named):
                 return f"rank {rank}: Docker runs {running[0].id[:12]}, sparktui names {named or None}"
             if row["state"] not in RUNNING_STATES:
                 return f"rank {rank}: Docker runs {running[0].id[:12]}, sparktui says {row['state']}"

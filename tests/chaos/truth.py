@@ -19,6 +19,7 @@ import docker
 import requests
 
 from sparktui.backend.runtimes.slurm import LABEL_JOB, rank_id
+from sparktui.core.dockerview import short_id
 from sparktui.core.plan import LABEL_RANK, LABEL_RECIPE
 
 TICK = re.compile(rb"demo tick (\d+)$")
@@ -178,7 +179,7 @@ class Recorder:
             self.latest = (ranks, silent)
 
     def seen_of(self, short: str) -> int:
-        return max((n for cid, n in self.seen.items() if cid.startswith(short)), default=0)
+        return max((n for cid, n in self.seen.items() if names(cid, short)), default=0)
 
 
 def sparktui_id(c: dict[str, Any]) -> str:
@@ -189,3 +190,12 @@ def sparktui_id(c: dict[str, Any]) -> str:
         return str(c["Id"])
     name = (c.get("Names") or ["/"])[0].lstrip("/")
     return rank_id(job, int(c["Labels"][LABEL_RANK]), int(name.rpartition("-")[2]))
+
+
+def names(full: str, named: str) -> bool:
+    """Whether sparktui's ``named`` (a Docker id or its first 12, a Slurm rank's id whole) is
+    the container ``full``: a prefix only of a Docker id (``slurm-4-r0-1`` is not
+    ``slurm-4-r0-10``: the Slurm soak's first run took one for the other)."""
+    if full == named:
+        return True
+    return len(named) >= 12 and short_id(full) != full and full.startswith(named)
