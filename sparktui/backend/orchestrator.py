@@ -852,7 +852,10 @@ class Orchestrator:
         """The rank's container of this run that a create whose answer was lost (the link or
         the engine went away mid-request) made anyway, running, once the node answers again;
         None when there is none or the node still does not answer. Left alone, it would run
-        with no one following it (the chaos soak found its lines lost and its group stuck)."""
+        with no one following it (the chaos soak found its lines lost and its group stuck).
+        One made and never started (the engine killed between the create and the start) is
+        removed: the rank could not start, and has no container a reopened watch would take
+        for a stopped rank (the soak, seed 202: the group left booting without its head)."""
         run = self.run
         assert run is not None
         for _ in range(3):
@@ -862,9 +865,12 @@ class Orchestrator:
             except Exception:  # still away: try again, then give up
                 await asyncio.sleep(1.0)
                 continue
-            if own is not None and own.id != before and own.running \
-                    and own.labels.get(LABEL_RUN) == run.id:
+            if own is None or own.id == before or own.labels.get(LABEL_RUN) != run.id:
+                return None
+            if own.running:
                 return own
+            with contextlib.suppress(Exception):  # its engine away again: a reattach sees it
+                await self.runtimes[info.node.name].remove(own.id)
             return None
         return None
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from sparktui.backend.events import Event, RankChanged
@@ -23,6 +24,7 @@ from sparktui.core.units import format_duration
 
 if TYPE_CHECKING:
     from sparktui.backend.orchestrator import Orchestrator
+    from sparktui.core.ranks import RankInfo
 
 SMOKE_FAILURES = 2  # in a row, before the group counts as dead
 GRACE_S = 2.0  # a TP group falls within moments: then the first to fail is known
@@ -52,6 +54,16 @@ def summary(run: Run | None, policy: RestartPolicy) -> str | None:
     if last and last[0].get("action") == "budget-spent":
         text += f"; restart budget spent ({budget_text(policy)}): the group stays failed"
     return text
+
+
+def could_not_start(events: Sequence[Mapping[str, object]]) -> list[int]:
+    """The ranks whose latest state in ``events`` is "could not start"."""
+    latest: dict[int, object] = {}
+    for ev in events:
+        rank = ev.get("rank")
+        if ev.get("kind") == "rank" and isinstance(rank, int):
+            latest[rank] = ev.get("cause")
+    return sorted(r for r, cause in latest.items() if cause == "could_not_start")
 
 
 class Watchdog:
@@ -104,6 +116,10 @@ class Watchdog:
         if ready >= 0 and bare:
             return formed, True, (f"rank {bare[0].rank} has no container since the group was "
                                   "ready (a restart cut short)")
+        unstarted = could_not_start(events[restart + 1:]) if ready >= 0 and restart >= 0 else []
+        if unstarted:  # the watchdog that would have tried again was killed meanwhile
+            return formed, True, (f"rank {unstarted[0]} could not start in the last group "
+                                  "restart (a restart cut short)")
         return formed, False, None
 
     def on_event(self, event: Event) -> None:
@@ -159,12 +175,21 @@ class Watchdog:
                                           f"({n} of {budget_text(self.policy)}): {reason}")
         try:
             await self.orch.restart_group(by="by the watchdog")
+            unstarted = self.unstarted()
+            broke = (f"rank {unstarted[0].rank} {unstarted[0].detail}" if unstarted else None)
         except Exception as exc:
-            self.orch.board.notice("error", f"watchdog: the group restart failed: {sentence(exc)}; "
+            broke = sentence(exc)
+        if broke is not None:  # a rank that could not start leaves its group booting forever
+            self.orch.board.notice("error", f"watchdog: the group restart failed: {broke}; "
                                             f"trying again in {RETRY_S:g} s")
             await asyncio.sleep(RETRY_S)  # a node's engine or link coming back: again, in budget
             if not self._closed and not self.armed:
                 await self._restart(reason)
+
+    def unstarted(self) -> list[RankInfo]:
+        """Ranks a group restart could not start (their node's engine away meanwhile)."""
+        return [r for r in self.orch.ranks if r.state == "failed" and r.cause is not None
+                and r.cause.code == "could_not_start"]
 
     async def _smoke_loop(self, every: float) -> None:
         failures = 0

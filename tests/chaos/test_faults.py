@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -187,6 +188,57 @@ def test_every_container_gone_while_the_watch_is_down_is_a_restart_it_finishes(s
     soak.check()
     said = said_since(soak, mark)
     assert "restarting the whole group" in said and "no container since the group was ready" in said, said
+
+
+def wait_said(soak: Soak, mark: int, text: str, timeout: float = 60) -> str:
+    end = time.monotonic() + timeout
+    while text not in (said := said_since(soak, mark)):
+        assert time.monotonic() < end, f"{text!r} not said within {timeout:g} s:\n{said}"
+        time.sleep(0.05)
+    return said
+
+
+def head_unstartable_in_a_restart(soak: Soak) -> int:
+    """A worker killed; as the watchdog's restart makes the new containers (the old ones gone,
+    the memory checked), the head's engine killed: rank 0 could not start. Where the watch's
+    words start is returned; node0's engine stays down until the caller starts it."""
+    mark = len(soak.watch.out.read_bytes())
+    running = [c for c in soak.truth.all()[0].get(1, []) if c.running]
+    soak.truth.kill(running[0])
+    wait_said(soak, mark, "memory checked before the restart")
+    tbf.kill_dockerd(node(soak, "node0"))
+    wait_said(soak, mark, "rank 0 (node0): could not start")
+    return mark
+
+
+def engine_back(soak: Soak) -> None:
+    tbf.start_dockerd(soak.testbed, node(soak, "node0"))
+    tbf.wait_dockerd(node(soak, "node0"))
+
+
+def test_a_rank_that_could_not_start_in_the_watchdogs_restart_is_tried_again(soak: Soak) -> None:
+    """Seed 202 (at 635-652 s: a rank killed, its head's engine killed as the group restart
+    made the new containers, the console killed twice): the rank that could not start left its
+    group booting forever. The watchdog now takes it as a restart that failed, and tries again."""
+    mark = head_unstartable_in_a_restart(soak)
+    engine_back(soak)
+    soak.check()
+    said = said_since(soak, mark)
+    assert "watchdog: the group restart failed: rank 0 could not start" in said, said
+    assert "trying again in 5 s" in said, said
+
+
+def test_a_rank_that_could_not_start_then_the_watch_killed_is_restarted_by_the_next(soak: Soak) -> None:
+    mark = head_unstartable_in_a_restart(soak)
+    soak.watch.kill()  # before its 5 s: no one tries again
+    engine_back(soak)
+    soak.watch.start()
+    soak.check()
+    said = said_since(soak, mark)
+    # rank 0 has no container (or, were one made and not removed, its last state says it could
+    # not start): the watch started again finishes the restart
+    assert re.search(r"restarting the whole group \(\d+ of 100 in 10m\): rank 0 (has no container"
+                     r"|could not start)[^\n]*\(a restart cut short\)", said), said
 
 
 async def test_the_console_shows_the_truth_after_each_fault_it_follows(soak: Soak) -> None:
