@@ -296,7 +296,9 @@ class LogFollower:
             return
         # a line may be a 32 KiB piece of a longer one: the detail is a sentence, not a dump
         tail = " | ".join(line[:TAIL_CHARS] for line in list(info.last_lines)[-3:])
-        if st.exit_code is not None:  # with why its runtime ended it, when it says (Slurm)
+        if st.unstarted:
+            cause = Cause("could_not_start", text=tail)
+        elif st.exit_code is not None:  # with why its runtime ended it, when it says (Slurm)
             cause = Cause("exited", st.exit_code,
                           text=" | ".join(t for t in (st.lost, tail) if t) if st.lost else tail)
         elif st.lost is not None:

@@ -294,7 +294,7 @@ class Orchestrator:
             if st.queued is not None:  # its scheduler has not started it yet: nothing to follow
                 info.state, info.cause = "queued", Cause("queued", text=st.queued)
                 continue
-            info.observe(st.id, st.running, st.exit_code, st.lost)
+            info.observe(st.id, st.running, st.exit_code, st.lost, st.unstarted)
             if st.running:
                 info.started = _monotonic_at(st.started_at)
             if LABEL_RUN in st.labels:

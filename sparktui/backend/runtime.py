@@ -36,6 +36,9 @@ class ContainerState:
     lost: str | None = None
     """Why it ended with no exit code, in its runtime's words (Slurm: the allocation ended under
     it, and why); None: nothing more to say."""
+    unstarted: bool = False
+    """Its runtime could not start it (Slurm: the step's ``docker run`` failed, its engine away):
+    the rank could not start, which a watchdog's restart tries again."""
 
     @property
     def running(self) -> bool:

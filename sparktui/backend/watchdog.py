@@ -78,6 +78,8 @@ class Watchdog:
         self._task: asyncio.Task[None] | None = None
         self._smoke_task: asyncio.Task[None] | None = None
         self._closed = False
+        self._restarted: str | None = None
+        """The reason of this watchdog's last group restart, until the group is ready again."""
 
     def start(self) -> None:
         """Watch from now on (the Orchestrator must be following its run)."""
@@ -116,7 +118,8 @@ class Watchdog:
         if ready >= 0 and bare:
             return formed, True, (f"rank {bare[0].rank} has no container since the group was "
                                   "ready (a restart cut short)")
-        unstarted = could_not_start(events[restart + 1:]) if ready >= 0 and restart >= 0 else []
+        unstarted = sorted({*could_not_start(events[restart + 1:]), *(
+            r.rank for r in self.unstarted())}) if ready >= 0 and restart >= 0 else []
         if unstarted:  # the watchdog that would have tried again was killed meanwhile
             return formed, True, (f"rank {unstarted[0]} could not start in the last group "
                                   "restart (a restart cut short)")
@@ -131,8 +134,17 @@ class Watchdog:
             if len(self._ready) == len(self.orch.ranks) and not self.armed:
                 self.armed = True
                 self.spent = False
+                self._restarted = None
         else:
             self._ready.discard(snap.rank)
+        if (snap.state == "failed" and not self.armed and self._restarted is not None
+                and snap.cause is not None and snap.cause.code == "could_not_start"
+                and (self._task is None or self._task.done())):
+            # after the restart's return (Slurm: a step whose container never started): the
+            # restart failed as much as one that raised
+            reason = self._restarted
+            self._task = asyncio.create_task(
+                self._again(f"rank {snap.rank} {snap.detail}", reason), name="watchdog-restart")
         if snap.state == "failed" and self.armed:
             self.armed = False
             self._trigger(None)
@@ -170,6 +182,7 @@ class Watchdog:
             self.orch.board.notice("error", text)
             return
         n = len(used) + 1
+        self._restarted = reason
         run.event("watchdog", action="restart", reason=reason, at=time.time())
         self.orch.board.notice("warning", f"watchdog: restarting the whole group "
                                           f"({n} of {budget_text(self.policy)}): {reason}")
@@ -180,11 +193,14 @@ class Watchdog:
         except Exception as exc:
             broke = sentence(exc)
         if broke is not None:  # a rank that could not start leaves its group booting forever
-            self.orch.board.notice("error", f"watchdog: the group restart failed: {broke}; "
-                                            f"trying again in {RETRY_S:g} s")
-            await asyncio.sleep(RETRY_S)  # a node's engine or link coming back: again, in budget
-            if not self._closed and not self.armed:
-                await self._restart(reason)
+            await self._again(broke, reason)
+
+    async def _again(self, broke: str, reason: str) -> None:
+        self.orch.board.notice("error", f"watchdog: the group restart failed: {broke}; "
+                                        f"trying again in {RETRY_S:g} s")
+        await asyncio.sleep(RETRY_S)  # a node's engine or link coming back: again, in budget
+        if not self._closed and not self.armed:
+            await self._restart(reason)
 
     def unstarted(self) -> list[RankInfo]:
         """Ranks a group restart could not start (their node's engine away meanwhile)."""

@@ -239,16 +239,19 @@ class RankInfo:
         return True
 
     def observe(self, container_id: str, running: bool, exit_code: int | None,
-                lost: str | None = None) -> None:
+                lost: str | None = None, unstarted: bool = False) -> None:
         """What attach found: a running container boots until shown ready; an exited one
         failed unless it exited cleanly; one whose place was lost (``lost``: the runtime's
-        words) failed."""
+        words) or that its runtime could not start (``unstarted``) failed."""
         self.container_id, self.removed, self.probed = container_id, False, False
         self.ended = not running
         if running:
             self.state, self.cause = "booting", None
             return
         self.exit_code = exit_code
+        if unstarted:
+            self.state, self.cause = "failed", Cause("could_not_start")
+            return
         if lost is not None:
             self.state, self.cause = "failed", Cause("lost", text=lost)
             return

@@ -59,6 +59,16 @@ def test_a_rank_that_exited_as_slurm_ended_its_job_says_how_the_job_ended() -> N
     assert state_of("slurm-9-r1-1", "n", exit_text, "cid", running, {}, "idle|none").lost is None
 
 
+def test_a_rank_whose_container_never_started_could_not_start() -> None:
+    from sparktui.backend.runtimes.slurm import Job
+
+    running = Job("9", "RUNNING", "None", "node[0-3]", "", "root", "root@vm", "p", "/s")
+    never = '{"exit_code": null, "finished_at": "2026-12-04T19:54:47Z", "container_id": null, "error": "not started"}'
+    st = state_of("slurm-9-r1-3", "n", never, "", running, {})
+    assert st.status == "exited" and st.exit_code is None and st.unstarted
+    assert not state_of("slurm-9-r1-3", "n", '{"exit_code": 0}', "cid", running, {}).unstarted
+
+
 def test_log_bytes_become_lines_and_a_long_one_pieces_resumable_inside_it() -> None:
     secret = "hf_" + "s" * 40
     long = ("x" * (MAX_LINE_BYTES - 10) + secret + "y" * 50_000).encode()

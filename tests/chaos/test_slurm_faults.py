@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 import sparktui_testbed as tbm
+from sparktui_testbed import faults as tbf
 from tests.chaos.soak import Soak
-from tests.chaos.test_faults import ids, inject, said_since
+from tests.chaos.test_faults import ids, inject, node, said_since, wait_said
 from tests.realparts.conftest import _unavailable
 
 pytestmark = pytest.mark.realparts
@@ -107,6 +108,26 @@ def test_a_killed_engine_ends_its_rank_and_the_watchdog_restarts_the_group(soak:
     soak.check()
     assert "watchdog: restarting the whole group" in said_since(soak, mark)
     assert not set(before) & set(ids(soak)), target
+
+
+def test_a_step_whose_engine_was_killed_as_the_restart_started_it_is_tried_again(soak: Soak) -> None:
+    """Seed 401 (at 1137 s: engines killed as the watchdog's restart started the new steps):
+    a step whose ``docker run`` found no engine ended "not running", its group booting forever
+    without it. The rank could not start; the watchdog tries the restart again."""
+    mark = len(soak.watch.out.read_bytes())
+    running = [c for c in soak.truth.all()[0].get(2, []) if c.running]
+    soak.truth.kill(running[0])
+    wait_said(soak, mark, "memory checked before the restart")
+    victim = node(soak, "node1")
+    tbf.kill_dockerd(victim)
+    try:
+        wait_said(soak, mark, "rank 1: failed · could not start")
+    finally:
+        tbf.start_dockerd(soak.testbed, victim)
+        tbf.wait_dockerd(victim)
+    soak.check()
+    said = said_since(soak, mark)
+    assert "watchdog: the group restart failed: rank 1 could not start" in said, said
 
 
 def test_the_watch_killed_and_a_rank_restarted_from_the_command_line(soak: Soak) -> None:

@@ -354,7 +354,8 @@ def state_of(ident: str, name: str, exit_text: str, cid: str, job: Job | None,
         return ContainerState(ident, name, "exited", code if isinstance(code, int) else None,
                               finished_at=ended.get("finished_at") if isinstance(ended, dict) else None,
                               labels=labels, started_at=started,
-                              lost=why_ended)
+                              lost=why_ended, unstarted=isinstance(ended, dict)
+                              and ended.get("error") == "not started")
     if job is None or job.state not in ACTIVE:
         said = job_end(job, node)
         heard = last.split(" ", 1)[0] if last else ""
