@@ -56,8 +56,9 @@ def _moves(state: RankState) -> frozenset[RankState]:
             return frozenset({"staging", "queued", "creating", "failed", "stopped", "restarting"})
         case "staging":
             return frozenset({"queued", "creating", "failed", "stopped"})
-        case "queued":  # the scheduler has not given the nodes yet (Slurm: the job pends)
-            return frozenset({"creating", "failed", "stopped"})
+        case "queued":  # the scheduler has not given the nodes yet (Slurm: the job pends);
+            # restarting: a watchdog finishing a group restart whose waiter was killed
+            return frozenset({"creating", "failed", "stopped", "restarting"})
         case "creating":
             return frozenset({"booting", "failed", "stopped"})
         case "booting":

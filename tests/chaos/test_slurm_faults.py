@@ -8,6 +8,7 @@ the same group."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 
 import sparktui_testbed as tbm
 from sparktui_testbed import faults as tbf
+from tests.chaos import faults as table
 from tests.chaos.soak import Soak
 from tests.chaos.test_faults import ids, inject, node, said_since, wait_said
 from tests.realparts.conftest import _unavailable
@@ -128,6 +130,30 @@ def test_a_step_whose_engine_was_killed_as_the_restart_started_it_is_tried_again
     soak.check()
     said = said_since(soak, mark)
     assert "watchdog: the group restart failed: rank 1 could not start" in said, said
+
+
+def test_the_watch_killed_while_its_restart_waits_for_slurm_is_finished_by_the_next(soak: Soak) -> None:
+    """Seed 401 (at 719-733 s: node1, then node3 set DOWN, the watch killed while its group
+    restart's new job pended): the watch started again found the ranks queued and tried a
+    restart every 5 s, each refused ("queued -> restarting"); the job, once given, ran no step."""
+    mark = len(soak.watch.out.read_bytes())
+    before = job(soak)
+    # node3 lost (slurmd and its steps killed, DOWN): it stays out until its slurmd is back
+    tbm.stop_slurmd(soak.testbed.state_dir, "node3", down=True, lost=True)
+    try:
+        wait_said(soak, mark, "(ReqNodeNotAvail")  # the restart's new job waits for node3
+        soak.watch.kill()
+        soak.watch.start()
+        time.sleep(2)
+    finally:
+        table.resume(soak, "node3")
+    soak.check()
+    said = said_since(soak, mark)
+    assert "(a restart cut short)" in said and "queued -> restarting" not in said, said
+    for c in soak.truth.containers("node3"):  # the lost node's own: no epilog ran there
+        if not c.running and not c.id.startswith(f"slurm-{job(soak)}-"):
+            assert c.id.startswith(f"slurm-{before}-"), c.id
+            soak.truth.remove(c)
 
 
 def test_the_watch_killed_and_a_rank_restarted_from_the_command_line(soak: Soak) -> None:
