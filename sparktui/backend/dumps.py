@@ -135,7 +135,9 @@ class Dumper:
             return "none", f"engine pid {main.pid} is gone", []
         argv = ["py-spy", "dump", "--pid", str(inner)]
         code, output = await self.runtime.exec(node, cid, argv, PY_SPY_TIMEOUT_S)
-        if code not in (0, NO_PY_SPY):  # a read of a process that moved under it: once more
+        # a read of a process that moved under it, or one that printed nothing (CI's loaded
+        # lane met an empty dump, exit 0): once more
+        if code not in (0, NO_PY_SPY) or (code == 0 and not output.strip()):
             code, output = await self.runtime.exec(node, cid, argv, PY_SPY_TIMEOUT_S)
         if code == 0:
             return "py-spy", "", [self.mask(line) for line in output.splitlines()]

@@ -4,6 +4,7 @@ sync job; a line per node here while it runs, then the doctor runs again)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
@@ -13,6 +14,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.css.query import NoMatches
 from textual.widgets import DataTable, LoadingIndicator, Static
 
 from sparktui.backend.doctor import Finding
@@ -118,10 +120,12 @@ class DoctorScreen(Dialog[None]):
         except Exception as exc:  # the doctor itself failed: say so, keep the screen
             if self.closed:
                 return
-            status.update(Text(visible(f"doctor failed: {exc}"), self.ink("error")))
-            self.query_one(LoadingIndicator).display = False
+            with contextlib.suppress(NoMatches):  # its widgets going with a dismissal under way
+                status.update(Text(visible(f"doctor failed: {exc}"), self.ink("error")))
+                self.query_one(LoadingIndicator).display = False
             return
-        self.show_findings(findings)
+        with contextlib.suppress(NoMatches):  # dismissed meanwhile, its widgets half removed
+            self.show_findings(findings)  # (the console fuzz: NoMatches in the worker)
 
     def show_findings(self, findings: list[Finding]) -> None:
         self.findings = findings

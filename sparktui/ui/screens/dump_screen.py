@@ -4,6 +4,7 @@ outside text: shown as plain text, control characters written out."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import ClassVar
 
@@ -13,6 +14,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
+from textual.css.query import NoMatches
 from textual.widgets import LoadingIndicator, Static
 
 from sparktui.backend.dumps import DumpResult
@@ -56,11 +58,13 @@ class DumpScreen(Dialog[None]):
             result = await self.run_dump()
         except Exception as exc:  # no run, a runtime that cannot look inside: its sentence
             if not self.closed:
-                self.query_one(LoadingIndicator).display = False
-                status.update(Text(visible(f"dump failed: {exc}"), self.ink("error")))
+                with contextlib.suppress(NoMatches):  # its widgets going with a dismissal
+                    self.query_one(LoadingIndicator).display = False
+                    status.update(Text(visible(f"dump failed: {exc}"), self.ink("error")))
             return
         if not self.closed:
-            self.show(result)
+            with contextlib.suppress(NoMatches):  # dismissed meanwhile, half removed
+                self.show(result)
 
     def show(self, result: DumpResult) -> None:
         self.result = result
