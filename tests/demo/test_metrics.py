@@ -136,7 +136,7 @@ def test_sglang_metrics_move_with_the_load(spawn: Callable[..., Rank]) -> None:
     assert value(before, "sglang:spec_accept_length") == 0  # nothing decoded yet
 
     kinds = ["stream", "chat", "completion", "generate"]
-    usages, most_running, most_queued = load(port, kinds, "sglang:num_running_reqs", "sglang:num_queue_reqs")
+    usages, most_running, _queued = load(port, kinds, "sglang:num_running_reqs", "sglang:num_queue_reqs")
     after = scrape(port)
     assert value(after, "sglang:generation_tokens") == sum(u["completion_tokens"] for u in usages) == 12 * MAX_TOKENS
     assert value(after, "sglang:prompt_tokens") == sum(u["prompt_tokens"] for u in usages)
