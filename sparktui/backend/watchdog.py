@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from sparktui.backend.events import Event, RankChanged
 from sparktui.core.errors import sentence
 from sparktui.core.recipe import RestartPolicy
+from sparktui.core.restarts import could_not_start
 from sparktui.core.runstore import Run
 from sparktui.core.units import format_duration
 
@@ -54,16 +54,6 @@ def summary(run: Run | None, policy: RestartPolicy) -> str | None:
     if last and last[0].get("action") == "budget-spent":
         text += f"; restart budget spent ({budget_text(policy)}): the group stays failed"
     return text
-
-
-def could_not_start(events: Sequence[Mapping[str, object]]) -> list[int]:
-    """The ranks whose latest state in ``events`` is "could not start"."""
-    latest: dict[int, object] = {}
-    for ev in events:
-        rank = ev.get("rank")
-        if ev.get("kind") == "rank" and isinstance(rank, int):
-            latest[rank] = ev.get("cause")
-    return sorted(r for r, cause in latest.items() if cause == "could_not_start")
 
 
 class Watchdog:

@@ -19,3 +19,13 @@ def cut_short(events: Sequence[Mapping[str, object]], policy: str) -> bool:
     down = max((i for i, k in enumerate(kinds) if k == "down"), default=-1)
     alive = max(i for i, k in enumerate(kinds) if k in ("ready", "restart", "watchdog"))
     return alive > down
+
+
+def could_not_start(events: Sequence[Mapping[str, object]]) -> list[int]:
+    """The ranks whose latest state in ``events`` is "could not start"."""
+    latest: dict[int, object] = {}
+    for ev in events:
+        rank = ev.get("rank")
+        if ev.get("kind") == "rank" and isinstance(rank, int):
+            latest[rank] = ev.get("cause")
+    return sorted(r for r, cause in latest.items() if cause == "could_not_start")

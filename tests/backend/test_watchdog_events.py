@@ -3,7 +3,7 @@ start, which a watchdog killed meanwhile did not try again."""
 
 from __future__ import annotations
 
-from sparktui.backend.watchdog import could_not_start
+from sparktui.core.restarts import could_not_start
 
 
 def test_the_ranks_whose_latest_state_is_could_not_start() -> None:
