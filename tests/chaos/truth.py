@@ -150,6 +150,7 @@ class Recorder:
         self.latest: tuple[dict[int, list[Container]], list[str]] | None = None
         """Docker's view of every rank at the last sample (for a console under test, whose
         loop must not wait on Docker)."""
+        self._lock = threading.Lock()  # the checks read ``seen`` while the thread adds to it
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="chaos-recorder", daemon=True)
 
@@ -173,13 +174,16 @@ class Recorder:
                         if c.running:
                             ticks = self.truth.ticks(c, tail=3)
                             if ticks:
-                                self.seen[c.id] = max(self.seen.get(c.id, 0), max(ticks))
+                                with self._lock:
+                                    self.seen[c.id] = max(self.seen.get(c.id, 0), max(ticks))
                 except DOCKER_ERRORS:
                     silent.append(node)
             self.latest = (ranks, silent)
 
     def seen_of(self, short: str) -> int:
-        return max((n for cid, n in self.seen.items() if names(cid, short)), default=0)
+        with self._lock:
+            seen = list(self.seen.items())
+        return max((n for cid, n in seen if names(cid, short)), default=0)
 
 
 def sparktui_id(c: dict[str, Any]) -> str:
