@@ -7,14 +7,19 @@ the same group."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import sparktui_testbed as tbm
+from sparktui.backend.runtimes.slurm import LABEL_JOB
 from sparktui_testbed import faults as tbf
 from tests.chaos import faults as table
 from tests.chaos.soak import Soak
@@ -165,6 +170,34 @@ def test_the_watch_killed_and_a_rank_restarted_from_the_command_line(soak: Soak)
     assert "exit 0" in target, target
     soak.check()
     assert ids(soak) != before
+
+
+def test_a_restart_from_a_process_that_never_saw_the_removed_attempts_numbers_past_them(
+        soak: Soak) -> None:
+    """Seed 401 (at 1041 s, after 264 faults): a rank's newest attempts in the job were removed
+    (restarts whose steps did not start), and a command-line ``restart --group`` (a process
+    that never saw them) took the last attempt ``find`` lists for the newest: each next number
+    was taken, and after three "no free attempt number" failed the rank."""
+    soak.watch.kill()
+    try:
+        rid = next(r["container_id"] for r in soak.status()["ranks"] if r["rank"] == 1)
+        attempt = int(rid.rsplit("-", 1)[1])
+        job_id = rid.split("-")[1]
+        labels = next(p for p in Path(soak.testbed.state_dir, "shared").glob(
+            f"*/rank1-{attempt}.json.labels") if json.loads(p.read_text())[LABEL_JOB] == job_id)
+        for n in range(attempt + 1, attempt + 4):  # as a removed attempt's files stay
+            for path in (labels.with_name(f"rank1-{n}.json.labels"),
+                         labels.with_name(f"rank1-{n}.removed")):
+                shutil.copyfile(labels, path)
+                st = labels.stat()
+                os.chown(path, st.st_uid, st.st_gid)
+        res = soak.cli("restart", "--group", "--wait")
+        assert res.returncode == 0, res.stdout + res.stderr
+        now = next(r["container_id"] for r in soak.status()["ranks"] if r["rank"] == 1)
+        assert now == rid.rsplit("-", 1)[0] + f"-{attempt + 4}", now
+    finally:
+        soak.watch.start()
+    soak.check()
 
 
 def test_a_full_disk_is_survived_with_the_same_steps(soak: Soak) -> None:

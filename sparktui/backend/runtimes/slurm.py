@@ -106,6 +106,20 @@ exit 0
 removed (``down``: their files stay with the run); a folder this user cannot read lists
 nothing."""
 
+TAKEN = """
+n=0
+for b in "$1/$2"-*.json.labels; do
+  [ -e "$b" ] || continue
+  a=${b%.json.labels}; a=${a##*-}
+  case $a in ''|*[!0-9]*) continue ;; esac
+  [ "$a" -gt "$n" ] && n=$a
+done
+echo "$n"
+"""
+"""The highest attempt number of a rank's step (``$2``) in a run folder, those removed among
+them: a process that never saw them (a watch started again, the command line) numbers the next
+attempt after every file already there, not after the last one ``find`` lists."""
+
 STATE = """
 env TZ=UTC squeue --noheader --states=all --jobs="$2" --format="$3" 2>/dev/null
 echo; echo @node
@@ -736,10 +750,9 @@ class SlurmSteps:
         raise NodeError("login", f"rank {rank}: no free attempt number in {job.folder}")
 
     async def _recount(self, job: Job, rank: int) -> None:
-        folder = parse_survey(await self.rt.script(SURVEY, job.folder)).get(job.folder)
-        latest = folder.latest(rank) if folder else None
-        if latest is not None:
-            self.attempts[(job.id, rank)] = latest[0]
+        said = (await self.rt.script(TAKEN, job.folder, step_name(rank))).strip()
+        if said.isdigit():
+            self.attempts[(job.id, rank)] = max(int(said), self.attempts.get((job.id, rank), 0))
 
     def _parse(self, container_id: str) -> tuple[str, int, int]:
         m = ID.fullmatch(container_id)
