@@ -49,17 +49,22 @@ class PulseScreen(Screen[None]):
         self.scraper = scraper
         self.nodes = nodes
         self.keys: tuple[PulseKey, ...] = tuple(dict.fromkeys(s.key for s in scraper.spec.series))
+        self._rows: tuple[int, ...] | None = None
+        """The ranks composed as rows (None: not composed yet): the scraper may learn its ranks
+        after the screen opened (a launch under way), and a repaint then lays the rows out
+        again instead of looking for rows that are not there."""
 
     def compose(self) -> ComposeResult:
         with Vertical(id="pulse-box") as dialog:
             dialog.border_title = content(self.title_text)
             dialog.border_subtitle = "z span · esc close"
             yield Static(id="pulse-status")
+            self._rows = tuple(self.scraper.ranks)
             with VerticalScroll(id="pulse-rows"):
-                for rank in self.scraper.ranks:
+                for rank in self._rows:
                     yield PulseRow(f"r{rank} {self.nodes.get(rank, '?')}", self.keys,
                                    id=f"pulse-r{rank}")
-                if len(self.scraper.ranks) > 1:
+                if len(self._rows) > 1:
                     yield PulseRow("group", self.keys, id="pulse-group")
 
     def action_close(self) -> None:
@@ -76,9 +81,17 @@ class PulseScreen(Screen[None]):
         self.repaint()
         self.set_interval(REPAINT_S, self.repaint)
 
+    async def _again(self) -> None:
+        await self.recompose()
+        self.repaint()
+
     def repaint(self) -> None:
         """Every row from the scraper's pulses (called on each ``MetricsChanged`` too)."""
-        if not self.is_attached:
+        if not self.is_attached or self._rows is None:
+            return
+        if self._rows != tuple(self.scraper.ranks):
+            self._rows = None  # once: until the new rows are composed
+            self.call_later(self._again)
             return
         now = time.monotonic()
         every = self.scraper.interval or 0.0
@@ -101,7 +114,7 @@ class PulseScreen(Screen[None]):
             else:
                 said = "not scraped yet"
             row.show(pulse.values(), history, said, stale=pulse.stale is not None)
-        if len(self.scraper.ranks) > 1:
+        if len(self._rows) > 1:
             group = self.query_one("#pulse-group", PulseRow)
             group.show(self.scraper.group(),
                        {k: v[-self.span:] for k, v in self.scraper.group_history().items()},
