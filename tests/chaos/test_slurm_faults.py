@@ -185,12 +185,12 @@ def test_a_restart_from_a_process_that_never_saw_the_removed_attempts_numbers_pa
         job_id = rid.split("-")[1]
         labels = next(p for p in Path(soak.testbed.state_dir, "shared").glob(
             f"*/rank1-{attempt}.json.labels") if json.loads(p.read_text())[LABEL_JOB] == job_id)
+        owner = labels.stat()
         for n in range(attempt + 1, attempt + 4):  # as a removed attempt's files stay
             for path in (labels.with_name(f"rank1-{n}.json.labels"),
                          labels.with_name(f"rank1-{n}.removed")):
                 shutil.copyfile(labels, path)
-                st = labels.stat()
-                os.chown(path, st.st_uid, st.st_gid)
+                os.chown(path, owner.st_uid, owner.st_gid)
         res = soak.cli("restart", "--group", "--wait")
         assert res.returncode == 0, res.stdout + res.stderr
         now = next(r["container_id"] for r in soak.status()["ranks"] if r["rank"] == 1)
