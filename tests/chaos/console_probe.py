@@ -30,9 +30,9 @@ async def probe(recipes: Path, slug: str, cluster: Path, state: Path, out: Path)
         main = app.main_screen
         while not main.ready.is_set():
             await pilot.pause(0.1)
-        print(f"watching {slug} in the console", file=sys.stderr, flush=True)
-        stop = asyncio.Event()
+        stop = asyncio.Event()  # taken before it says so: a SIGTERM right after ends it cleanly
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        print(f"watching {slug} in the console", file=sys.stderr, flush=True)
         last = None  # the last notice said (the list is trimmed from its front)
         while not stop.is_set():
             notes = main.state.notices

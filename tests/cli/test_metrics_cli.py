@@ -49,6 +49,16 @@ def listening(pid: int) -> set[tuple[str, int]]:
     return out
 
 
+def sigterm_caught(pid: int) -> bool:
+    """Whether the process has a handler for SIGTERM (``SigCgt`` in its status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next(int(line.split()[1], 16) for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(mask >> (signal.SIGTERM - 1) & 1)
+
+
 def test_top_once_and_watch_metrics(cli: Cli, tmp_path: Path) -> None:
     up = cli("up", DEMO, "--wait")
     assert up.returncode == 0, up.stderr
@@ -60,6 +70,19 @@ def test_top_once_and_watch_metrics(cli: Cli, tmp_path: Path) -> None:
     table = cli("top", DEMO, "--once", "--over", "0.2")
     assert "r0 local0" in table.stdout and "running" in table.stdout, table.stdout
     assert "TTFT p95" in table.stdout and "ago" in table.stdout, table.stdout
+
+    # a watch stopped while it attaches ends cleanly: SIGTERM is taken before it says watching
+    # (the chaos soak stopped one the moment it said so, and met -15 once under load)
+    early = subprocess.Popen([sys.executable, "-m", "sparktui", "watch", DEMO, "--metrics",
+                              str(free_port())], cwd=ROOT, env=local_env(tmp_path),
+                             stdout=subprocess.DEVNULL, stderr=(tmp_path / "early.err").open("wb"))
+    while early.poll() is None and not sigterm_caught(early.pid):
+        time.sleep(0.005)
+    said = (tmp_path / "early.err").read_text()  # read after the handler was seen
+    early.send_signal(signal.SIGTERM)
+    assert early.wait(30) == 0, (tmp_path / "early.err").read_text()
+    assert "watching" not in said, said
+    assert "Traceback" not in (tmp_path / "early.err").read_text()
 
     port = free_port()
     watch = subprocess.Popen([sys.executable, "-m", "sparktui", "watch", DEMO, "--metrics",
