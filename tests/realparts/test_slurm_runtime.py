@@ -500,3 +500,46 @@ def test_doctor_reports_each_nodes_slurm_state_engine_and_image(cli: Cli, slurm:
         assert drained["sentence"].startswith("drain") and "sparktui test: drained" in drained["sentence"]
     finally:
         tbm.set_slurm_state(slurm.state_dir, "node3", "RESUME", "")
+
+
+async def test_a_ranks_last_lines_written_after_its_job_ended_are_read(
+        slurm: Any, cluster: Path, tmp_path: Path) -> None:
+    """The chaos soak's seed 401 at 265 s: node3 set DOWN ended the job while rank 0's
+    supervisor, on another node, still had its container's last lines to write; its follower's
+    ``tail`` ended on the job's end and read the rest before those lines came. Here the
+    supervisor is the test, over the real login node and the real Slurm: a job Slurm no longer
+    knows, its rank's log written 3 s into the follow (after the ``tail`` gave up on the job),
+    the exit record after it; the follower reads the log to that record."""
+    from sparktui.backend.runtimes.slurm import SlurmDocker, rank_id
+    from sparktui.core.cluster import load_cluster
+    from sparktui.core.slurmjob import step_name
+
+    spec = load_cluster(cluster)
+    rt = SlurmDocker(spec, [spec.nodes[0]], tmp_path / "state")
+    folder = Path(slurm.slurm.shared) / f"late-lines-{time.monotonic_ns()}"
+    folder.mkdir(mode=0o700)
+    job = "99999999"  # no job of this number was ever submitted here: squeue says so at once
+    rt.folders[job] = str(folder)
+    base = folder / f"{step_name(0)}-1"
+    log = base.with_name(base.name + ".log")
+    log.write_text("2026-12-07T00:00:00.000000000Z demo tick 1\n")
+
+    async def supervisor() -> None:
+        await asyncio.sleep(3.0)  # FOLLOW asks Slurm every 2 s: its tail has ended by now
+        with log.open("a") as f:
+            f.write("2026-12-07T00:00:01.000000000Z demo tick 2\n"
+                    "2026-12-07T00:00:01.100000000Z Received sigterm, shutting down\n")
+        await asyncio.sleep(0.4)
+        base.with_name(base.name + ".exit").write_text('{"status": "exited", "exit_code": 0}\n')
+
+    late = asyncio.ensure_future(supervisor())
+    texts: list[str] = []
+    try:
+        async with asyncio.timeout(30):
+            async for chunk in rt.containers("node0").logs(rank_id(job, 0, 1), None):
+                texts += [text for _ts, text in chunk.lines]
+        await late
+    finally:
+        late.cancel()
+        await rt.close()
+    assert texts == ["demo tick 1", "demo tick 2", "Received sigterm, shutting down"], texts
