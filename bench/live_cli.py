@@ -12,6 +12,8 @@ warm-up each and the median of ``--repeat``, each a new process as a user runs i
   must come out (as a multiset of texts, the last second's lines aside);
 - ``sparktui status RECIPE`` (every rank's state, health, checks, the nodes' telemetry);
 - ``python -c pass``, the floor of any command;
+- with ``--follower``: a ``sparktui watch`` follows the run meanwhile (as a console or a watch
+  under systemd does: the usual case), so the files are written as the ranks write;
 - with ``--baseline DIR``: the same two commands of another checkout (``DIR/.venv/bin/python
   -m sparktui``, run in ``DIR``: main, say) in the same turns, so a before and after come from
   the same run on a machine whose load varies.
@@ -25,7 +27,7 @@ Targets (issue 30): ``logs --grep`` of a live 4-rank run of 1 M lines within 2x 
 when one is missed.
 
     python bench/live_cli.py [--nodes 4] [--lines 250000] [--repeat 5] [--pattern '#running-req: 6[0-4],']
-                             [--baseline /work/main]
+                             [--baseline /work/main] [--follower]
 """
 
 from __future__ import annotations
@@ -86,6 +88,25 @@ def show_phases(title: str, marks: list[tuple[float, str]]) -> None:
         print(f"    {t * 1e3:7.0f}  {what}")
 
 
+def start_follower(argv: list[str], env: dict[str, str], tmp: Path) -> subprocess.Popen[bytes]:
+    """``sparktui watch`` (serving metrics on a free loopback port, so no restart policy is
+    needed), once it says it is watching."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    err = tmp / "watch.err"
+    proc = subprocess.Popen([*argv, "--metrics", str(port)], env=env, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=err.open("wb"))
+    end = time.monotonic() + 60
+    while b"watching" not in err.read_bytes():
+        if proc.poll() is not None or time.monotonic() > end:
+            raise SystemExit(f"live_cli: the watch did not start: {err.read_text()[-800:]}")
+        time.sleep(0.1)
+    return proc
+
+
 def history(run_dir: Path, world: int, lines: int) -> list[Path]:
     """``lines`` per rank in front of each rank's file, the cursors moved along."""
     cursors = json.loads((run_dir / "cursors.json").read_text())
@@ -114,6 +135,8 @@ def main() -> int:
     ap.add_argument("--pattern", default="#running-req: 6[0-4],")
     ap.add_argument("--baseline", type=Path, metavar="DIR",
                     help="another checkout whose logs and status are timed in the same turns")
+    ap.add_argument("--follower", action="store_true",
+                    help="a sparktui watch follows the run meanwhile (a console's place)")
     args = ap.parse_args()
     world = args.nodes
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
@@ -127,6 +150,7 @@ def main() -> int:
                     [('"--demo-boot-seconds", "2"', '"--demo-boot-seconds", "0"'), *world_edits(world)],
                     "live_cli")
         recipe = str(Path(tmp) / "recipes" / SLUG)
+        follower: subprocess.Popen[bytes] | None = None
         sparktui = [sys.executable, "-m", "sparktui"]
         where = ["--cluster", str(tb.cluster_file)]
         try:
@@ -137,6 +161,8 @@ def main() -> int:
             size = sum(p.stat().st_size for p in files)
             print(f"live_cli: {world} ranks running, {world * args.lines:,} lines of history "
                   f"({size / 1e6:.0f} MB) in {run_dir.name}", flush=True)
+            if args.follower:
+                follower = start_follower([*sparktui, "watch", recipe, *where], env, Path(tmp))
             logs = [*sparktui, "logs", recipe, *where, "--grep", args.pattern]
             grep = ["grep", "-hE", args.pattern, *map(str, files)]
             status = [*sparktui, "status", recipe, *where]
@@ -170,6 +196,9 @@ def main() -> int:
             logs_marks = phases(logs, env, timing)
             status_marks = phases(status, env, timing)
         finally:
+            if follower is not None:
+                follower.terminate()
+                follower.wait(30)
             subprocess.run([*sparktui, "down", recipe, *where], env=env, cwd=ROOT,
                            capture_output=True, check=False, timeout=180)
 
@@ -180,7 +209,8 @@ def main() -> int:
 
     budget = LOGS_RATIO * m["grep"] + LOGS_PLUS_S
     print(f"\nlive_cli: {world} ranks running on the test cluster, {world * args.lines:,} lines, "
-          f"{args.repeat} runs each after a warm-up")
+          f"{args.repeat} runs each after a warm-up"
+          + (", a sparktui watch following the run" if args.follower else ", nothing following"))
     print(f"  grep -hE over the files:  {spread('grep')}")
     print(f"  sparktui logs --grep:     {spread('logs')}  {m['logs'] / m['grep']:.2f}x grep; target "
           f"<= {LOGS_RATIO:g}x + {LOGS_PLUS_S:g} s = {budget:.3f} s: "

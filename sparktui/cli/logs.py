@@ -4,9 +4,10 @@ console's grep (``core.linefilter``) at the pace of ``grep`` (``core.rungrep``).
 A run that ended (``down`` removed every container: the run's events say so) is read straight
 from its files: nothing can add a line, so there is nothing to connect to, and this module
 imports no more than it needs for that (no recipe models, Rich or backend; ``bench/grep.py``
-measures the whole command against ``grep -E``). Any other run is caught up from its containers
-first, through the Orchestrator (``sparktui.cli.ops``, imported only then: this module needs
-it, it needs nothing from here), then read the same way.
+measures the whole command against ``grep -E``). So is a live run that a console or a
+``watch`` follows (it writes the files as the containers write). Any other run is caught up from
+its containers first, through the Orchestrator (``sparktui.cli.ops``, imported only then: this
+module needs it, it needs nothing from here), then read the same way.
 """
 
 from __future__ import annotations
@@ -48,6 +49,16 @@ def cmd_logs(args: argparse.Namespace) -> int:
                       raw=args.raw)
             args.leave_at_once = True  # nothing to close: the process may end without teardown
             return 0
+        if run is not None and run.followed_elsewhere():
+            # a console or a watch writes the run's files as the containers write: what a
+            # catch-up would copy is there already (nor would one copy anything: the follower
+            # holds the run), so the files are read as an ended run's, to where they stand now
+            limits = _settled(_paths(run, args.rank))
+            if limits is not None:
+                print_run(run, search, rank=args.rank, cutoff=cutoff, timestamps=args.timestamps,
+                          raw=args.raw, limits=limits)
+                args.leave_at_once = True
+                return 0
         if run is not None:
             try:
                 return logs_ahead(args, run, search, cutoff)
@@ -146,6 +157,28 @@ def _paths(run: Run, rank: int | None) -> dict[int, Path]:
     if rank is not None:
         paths = {rank: paths[rank]} if rank in paths else {}
     return paths
+
+
+SETTLE_TRIES = 20
+SETTLE_S = 0.005
+
+
+def _settled(paths: dict[int, Path]) -> dict[int, int] | None:
+    """Each file's size where it ends with a whole line, the follower's batch being written
+    waited for (up to ``SETTLE_TRIES`` looks, ``SETTLE_S`` apart); None when one never did."""
+    import time
+
+    limits: dict[int, int] = {}
+    for rank, path in paths.items():
+        for _ in range(SETTLE_TRIES):
+            end = _whole_lines(path)
+            if end is not None:
+                limits[rank] = end[0]
+                break
+            time.sleep(SETTLE_S)
+        else:
+            return None
+    return limits
 
 
 def _whole_lines(path: Path, size: int | None = None) -> tuple[int, int, str] | None:
@@ -277,16 +310,17 @@ def _latest_run(args: argparse.Namespace) -> tuple[Run | None, bool]:
 
 
 def print_run(run: Run, search: BlockSearch, *, rank: int | None, cutoff: bytes | None,
-              timestamps: bool, raw: bool = False) -> None:
+              timestamps: bool, raw: bool = False, limits: dict[int, int] | None = None) -> None:
     """The run's kept lines, ``r<rank> <text>``, as they are found; control characters written
-    out as ``\\x1b`` unless ``raw`` (a container's text may retitle or clear the terminal)."""
+    out as ``\\x1b`` unless ``raw`` (a container's text may retitle or clear the terminal).
+    ``limits``: a rank's file read to that byte only (a file a follower still writes)."""
     from sparktui.backend.grepwork import searching
 
     paths = run.rank_paths()
     if rank is not None:
         paths = {rank: paths[rank]} if rank in paths else {}
     sys.stdout.flush()  # nothing buffered is copied into a worker
-    with searching(paths, search, form=Form(timestamps=timestamps, raw=raw)) as sources:
+    with searching(paths, search, limits=limits, form=Form(timestamps=timestamps, raw=raw)) as sources:
         write_lines(merge_lines(sources, cutoff=cutoff))
 
 

@@ -457,6 +457,18 @@ class Run:
         self._cursors = None  # the previous follower may have saved newer ones
         return True
 
+    def followed_elsewhere(self, locks: str | None = None) -> bool:
+        """Whether another live process (a console or a watch) follows the run, writing its
+        files as its containers write: it holds ``follow.lock``. Read from the kernel's table
+        of locks (``/proc/locks``, or ``locks``), never by taking the lock, which a follower
+        starting at that moment must get; False where that cannot be told."""
+        try:
+            st = (self.dir / "follow.lock").stat()
+            text = Path("/proc/locks").read_text() if locks is None else locks
+        except OSError:
+            return False
+        return held_elsewhere(text, st.st_dev, st.st_ino, os.getpid())
+
     def close_logs(self) -> None:
         """Close the rank files kept open for appending."""
         for log in self._logs.values():
@@ -469,6 +481,18 @@ class Run:
             fcntl.flock(self._lock.fileno(), fcntl.LOCK_UN)
             self._lock.close()
             self._lock = None
+
+
+def held_elsewhere(locks: str, dev: int, ino: int, pid: int) -> bool:
+    """Whether ``/proc/locks`` (``locks``) lists a granted ``flock`` on the file (``dev``,
+    ``ino``: ``1: FLOCK  ADVISORY  WRITE 4321 00:2b:1234 0 EOF``) held by a process other than
+    ``pid``; a waiter's line (``1: -> FLOCK ...``) holds nothing."""
+    where = f"{os.major(dev):02x}:{os.minor(dev):02x}:{ino}"
+    for line in locks.splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == where and fields[4] != str(pid):
+            return True
+    return False
 
 
 class RunStore:

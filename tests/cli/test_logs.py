@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -259,3 +260,53 @@ def test_a_live_run_is_searched_while_caught_up(live: Cli, tmp_path: Path) -> No
     lines, marks = logs()
     assert "searched again" in marks and lines == expected(run, "")
     assert any(line.startswith("r3 ") for line in lines)
+
+
+def test_a_run_a_console_or_watch_follows_is_read_from_its_files_at_once(
+        live: Cli, tmp_path: Path) -> None:
+    """A live run that another sparktui follows (here ``watch``): its files are what a catch-up
+    would give (nor could one copy anything: the follower holds the run), so ``logs`` reads them
+    as an ended run's, to where each stands, without the backend or a connect. The follower
+    writes on meanwhile: each rank's lines are the first of what its file holds after, merged
+    in capture order, and at least what it held before."""
+    from tests.demo.test_engine import free_port
+
+    up = live("up", SLUG, "--wait")
+    assert up.returncode == 0, up.stderr
+    run = next((tmp_path / "state" / "sparktui" / "runs").iterdir())
+    history(run, 110_000)  # big enough for the search's workers
+    err = tmp_path / "watch.err"
+    watch = subprocess.Popen([sys.executable, "-m", "sparktui", "watch", SLUG, "--metrics",
+                              str(free_port())], cwd=ROOT, env=local_env(tmp_path),
+                             stdout=subprocess.DEVNULL, stderr=err.open("wb"))
+    try:
+        end = time.monotonic() + 60
+        while "watching" not in err.read_text():
+            assert watch.poll() is None and time.monotonic() < end, err.read_text()
+            time.sleep(0.1)
+        time.sleep(1.5)  # it follows: the ranks' files grow
+        pattern = "#running-req: 6[0-4],"
+        before = expected(run, pattern)
+        timing = tmp_path / "timing.log"
+        timing.unlink(missing_ok=True)
+        res = live("logs", SLUG, "--grep", pattern)
+        assert res.returncode == 0, res.stderr
+        marks = timing.read_text()
+    finally:
+        watch.send_signal(signal.SIGTERM)
+        assert watch.wait(30) == 0, err.read_text()
+    assert "the backend imported" not in marks and "caught up" not in marks, marks
+    assert "search: 4 workers" in marks, marks
+    lines = res.stdout.splitlines()
+    shown = {rank: sum(line.startswith(f"r{rank} ") for line in lines) for rank in range(4)}
+    assert lines == expected_prefixes(run, pattern, shown)
+    held = {rank: sum(line.startswith(f"r{rank} ") for line in before) for rank in range(4)}
+    assert all(shown[rank] >= held[rank] > 0 for rank in range(4)), (shown, held)
+
+
+def expected_prefixes(run: Path, pattern: str, counts: dict[int, int]) -> list[str]:
+    """``expected``, each rank's kept lines cut to its first ``counts[rank]``."""
+    f = LineFilter.parse(pattern)
+    per_rank = [[(norm_ts(ts), rank, no, text) for no, ts, text in RankLog(run / f"r{rank}.log").read()
+                 if f.matches(text)][:counts[rank]] for rank in sorted(counts)]
+    return [f"r{rank} {text}" for _ts, rank, _no, text in heapq.merge(*per_rank)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -234,3 +235,38 @@ def test_a_restart_recorded_without_its_line_starts_at_the_first_line_after_it(t
     log.append([("2026-01-01T00:00:10.500000Z", f"{runstore.MARKER}rank 0 restarted ---")])
     log.append([("2026-01-01T00:00:12.000000000Z", "new boot")])
     assert log.since_restart(runstore.last_restarts(events)[0]) == [(4, "new boot")]
+
+
+def test_a_follower_in_another_process_is_seen_without_taking_its_lock(tmp_path: Path) -> None:
+    """``followed_elsewhere`` reads the kernel's table of locks: a follower in another process
+    is seen, this process's own lock is not another's, and the lock is never taken (a follower
+    starting meanwhile must get it)."""
+    import subprocess
+    import sys
+
+    run = RunStore(tmp_path).create("demo")
+    assert not run.followed_elsewhere()  # no lock file yet, then no lock
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys; f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX); "
+        "print('held', flush=True); sys.stdin.read()"), str(run.dir / "follow.lock")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert run.followed_elsewhere()
+        assert not run.try_lock()  # it was held all along: the look took nothing
+    finally:
+        holder.communicate("", timeout=10)
+    assert not run.followed_elsewhere()
+    assert run.try_lock() and not run.followed_elsewhere()  # our own lock is not another's
+    run.unlock()
+
+
+def test_the_locks_table_is_read_line_by_line() -> None:
+    dev = os.makedev(0x103, 0x2b)
+    table = ("1: POSIX  ADVISORY  WRITE 77 01:03:5512 0 EOF\n"
+             "2: FLOCK  ADVISORY  WRITE 4321 103:2b:5512 0 EOF\n"
+             "2: -> FLOCK  ADVISORY  WRITE 999 103:2b:5512 0 EOF\n")
+    assert runstore.held_elsewhere(table, dev, 5512, pid=1)
+    assert not runstore.held_elsewhere(table, dev, 5512, pid=4321)  # ours; the waiter holds nothing
+    assert not runstore.held_elsewhere(table, dev, 5513, pid=1)
+    assert not runstore.held_elsewhere(table, os.makedev(0x103, 0x2c), 5512, pid=1)
