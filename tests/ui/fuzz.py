@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -185,23 +186,35 @@ class FuzzApp(SparkApp):
         return cls(options)
 
 
+def stack(app: SparkApp) -> str:
+    """The screens from the bottom up, for a failure's words."""
+    return " > ".join(type(screen).__name__ for screen in app.screen_stack)
+
+
 async def take_down(pilot: Pilot[None], *, busy_timeout: float = 60) -> None:
     """After a fuzz: close every dialog (those opened from the palette stack up), wait for the
     last action, then ``x`` + ``y`` the open recipe from its own dialog, as an operator would."""
     app = pilot.app
     assert isinstance(app, SparkApp)
     main = app.main_screen
-    for _ in range(20):
-        if app.screen is main:
-            break
+    # back to the main screen, however many escapes its dialogs take (the palette: up to three,
+    # its list, then its text, then itself) and however slowly each closes under load (CI's
+    # fuzz lane once left a dialog open after twenty, and the ``x`` went to it)
+    end = time.monotonic() + 30
+    while app.screen is not main:
+        assert time.monotonic() < end, f"still on {app.screen!r} after 30 s of escapes: {stack(app)}"
         await pilot.press("escape")
-        await pilot.pause(0.05)
+        await pilot.pause(0.1)
     await wait_for(pilot, lambda: main.busy is None, busy_timeout, "the last action to end")
     if main.session is not None and any(main.state.has_container(r) for r in range(main.session.world)):
         if isinstance(app.focused, Input):  # a key typed last left the grep open
             app.focused.blur()
         await pilot.press("x")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 15, "the down dialog")
+        try:
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 15, "the down dialog")
+        except AssertionError as exc:  # what the x met instead
+            raise AssertionError(f"{exc} (screens {stack(app)}, focused {app.focused!r}, "
+                                 f"busy {main.busy!r})") from None
         await pilot.press("y")
         await wait_for(pilot, lambda: main.busy is None, 60, "down")
 
