@@ -126,3 +126,23 @@ async def test_the_pulse_follows_the_load_and_goes_stale_when_the_head_dies(
             screen.query_one("#pulse-r0 .pulse-head", Static).render()), 3, "stale on screen")
         assert screen.query_one("#pulse-r0").has_class("-stale")
         assert now("ttft_p95") == p95  # kept
+
+
+async def test_a_row_shown_while_its_parts_are_not_there_is_shown_whole_once_they_are() -> None:
+    """CI's console lane met a repaint of a row whose parts were not composed yet (the screen
+    laying its rows out again as the scraper learned its ranks): ``NoMatches`` out of the
+    timer. Such a show does nothing and forgets what was shown, so the next shows it all."""
+    from textual.app import App
+
+    from sparktui.ui.widgets.pulse_row import PulseRow
+
+    row = PulseRow("r0 local0", ("running",), id="pulse-r0")
+    row.show({"running": 3.0}, {"running": [1.0, 3.0]}, "scraped 0s ago", stale=False)  # unmounted
+    async with App().run_test() as pilot:
+        await pilot.app.screen.mount(row)
+        row.show({"running": 3.0}, {"running": [1.0, 3.0]}, "scraped 0s ago", stale=False)
+        await pilot.pause()
+        head = row.query_one(".pulse-head", Static)
+        assert "scraped 0s ago" in str(head.render())
+        assert "3" in str(row.query_one("#value-running", Static).render())
+        assert row.query_one("#spark-running", Sparkline).data == [1.0, 3.0]

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import Grid, Vertical
+from textual.css.query import NoMatches
 from textual.widgets import Sparkline, Static
 
 from sparktui.core.metrics import LABELS, PulseKey, level, shown
@@ -64,6 +65,13 @@ class PulseRow(Vertical):
         """The row's numbers now; ``said``: how old its last scrape is, or why it is stale. Only
         what changed is updated: the view repaints every second and on every scrape, under a
         log flood too."""
+        try:
+            self._show(values, history, said, stale)
+        except NoMatches:  # its parts being composed or removed (the screen lays its rows out
+            self._shown.clear()  # again): all of it at the next repaint, a second later
+
+    def _show(self, values: Mapping[PulseKey, float | None],
+              history: Mapping[PulseKey, Sequence[float]], said: str, stale: bool) -> None:
         if self._changed("stale", stale):
             self.set_class(stale, "-stale")
         head = f"{self.row_name} · {said}"
