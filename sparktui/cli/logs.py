@@ -49,17 +49,15 @@ def cmd_logs(args: argparse.Namespace) -> int:
                       raw=args.raw)
             args.leave_at_once = True  # nothing to close: the process may end without teardown
             return 0
-        if run is not None and run.followed_elsewhere():
+        if run is not None:
             # a console or a watch writes the run's files as the containers write: what a
             # catch-up would copy is there already (nor would one copy anything: the follower
             # holds the run), so the files are read as an ended run's, to where they stand now
-            limits = _settled(_paths(run, args.rank))
-            if limits is not None:
+            if run.followed_elsewhere() and (limits := _settled(_paths(run, args.rank))) is not None:
                 print_run(run, search, rank=args.rank, cutoff=cutoff, timestamps=args.timestamps,
                           raw=args.raw, limits=limits)
                 args.leave_at_once = True
                 return 0
-        if run is not None:
             try:
                 return logs_ahead(args, run, search, cutoff)
             except KeyboardInterrupt:  # as ``logs_attached`` ends on ^C

@@ -457,14 +457,14 @@ class Run:
         self._cursors = None  # the previous follower may have saved newer ones
         return True
 
-    def followed_elsewhere(self, locks: str | None = None) -> bool:
+    def followed_elsewhere(self) -> bool:
         """Whether another live process (a console or a watch) follows the run, writing its
         files as its containers write: it holds ``follow.lock``. Read from the kernel's table
-        of locks (``/proc/locks``, or ``locks``), never by taking the lock, which a follower
-        starting at that moment must get; False where that cannot be told."""
+        of locks (``/proc/locks``), never by taking the lock, which a follower starting at that
+        moment must get; False where that cannot be told."""
         try:
             st = (self.dir / "follow.lock").stat()
-            text = Path("/proc/locks").read_text() if locks is None else locks
+            text = Path("/proc/locks").read_text()
         except OSError:
             return False
         return held_elsewhere(text, st.st_dev, st.st_ino, os.getpid())

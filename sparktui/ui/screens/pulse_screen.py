@@ -49,22 +49,23 @@ class PulseScreen(Screen[None]):
         self.scraper = scraper
         self.nodes = nodes
         self.keys: tuple[PulseKey, ...] = tuple(dict.fromkeys(s.key for s in scraper.spec.series))
+        self._composed: tuple[int, ...] = ()  # the ranks the last compose laid out
         self._rows: tuple[int, ...] | None = None
-        """The ranks composed as rows (None: not composed yet): the scraper may learn its ranks
-        after the screen opened (a launch under way), and a repaint then lays the rows out
-        again instead of looking for rows that are not there."""
+        """The ranks whose rows are mounted (None: not yet, or being laid out again): the
+        scraper may learn its ranks after the screen opened (a launch under way), and a repaint
+        then lays the rows out again instead of looking for rows that are not there."""
 
     def compose(self) -> ComposeResult:
         with Vertical(id="pulse-box") as dialog:
             dialog.border_title = content(self.title_text)
             dialog.border_subtitle = "z span · esc close"
             yield Static(id="pulse-status")
-            self._rows = tuple(self.scraper.ranks)
+            self._composed = tuple(self.scraper.ranks)
             with VerticalScroll(id="pulse-rows"):
-                for rank in self._rows:
+                for rank in self._composed:
                     yield PulseRow(f"r{rank} {self.nodes.get(rank, '?')}", self.keys,
                                    id=f"pulse-r{rank}")
-                if len(self._rows) > 1:
+                if len(self._composed) > 1:
                     yield PulseRow("group", self.keys, id="pulse-group")
 
     def action_close(self) -> None:
@@ -78,12 +79,14 @@ class PulseScreen(Screen[None]):
         self.repaint()
 
     def on_mount(self) -> None:
+        self._rows = self._composed
         self.repaint()
         self.set_interval(REPAINT_S, self.repaint)
 
     async def _again(self) -> None:
         await self.recompose()
-        self.repaint()
+        self._rows = self._composed  # the rows are there once mounted, not once composed: a
+        self.repaint()  # repaint meanwhile (the timer, a scrape) waits (CI met NoMatches)
 
     def repaint(self) -> None:
         """Every row from the scraper's pulses (called on each ``MetricsChanged`` too)."""
