@@ -66,6 +66,7 @@ from sparktui.backend.runtimes.base import (
 from sparktui.backend.runtimes.registry import runtime_for
 from sparktui.backend.smoke import SmokeOutcome, SmokeResult, smoke, smoke_many
 from sparktui.backend.staging import Stager, StagingResult
+from sparktui.backend.statusdoc import StatusKeeper
 from sparktui.backend.telemetry import Sampler
 from sparktui.backend.together import together
 from sparktui.core.canary import CanaryState, canary_state
@@ -143,6 +144,13 @@ class Orchestrator:
         """The engines' own numbers (``[metrics]``): scraped while following."""
         """The memory guard (``[memory]`` floor and stop_at): run while following."""
         self.following = False
+        self.allocation_said: str | None = None
+        """The allocation's last sentence, while following (``_allocation_loop``)."""
+        self.keeper: StatusKeeper | None = None
+        """The status document kept while following (``backend.statusdoc``)."""
+        self.who = "another sparktui"
+        """Who this process is, as a ``status`` beside it names it (``the console``, ``the
+        watch``): the status document says it."""
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._closed = False
         self._sampler: Sampler | None = None
@@ -383,6 +391,16 @@ class Orchestrator:
                 self._sampler = Sampler(self.plan, [], {}, self.emit, interval=interval,
                                         low_memory=low_memory)
         return self._sampler
+
+    def sampled(self) -> dict[str, NodeTelemetry] | None:
+        """Each node's latest telemetry of the running sampler; None when none runs."""
+        sampler = self._sampler
+        return dict(sampler.latest) if sampler is not None and sampler.running else None
+
+    def node_names(self) -> list[str]:
+        """The nodes sampled (``telemetry``), each once, in rank order."""
+        nodes = self._sampler.nodes if self._sampler is not None else self.nodes
+        return list(dict.fromkeys(n.name for n in nodes))
 
     async def sample_nodes(self) -> list[NodeTelemetry]:
         sampler = self.telemetry()
@@ -658,7 +676,8 @@ class Orchestrator:
         self.follower.follow(info)
 
     def start_following(self) -> None:
-        """Follow every known container, if no other sparktui process already does."""
+        """Follow every known container, if no other sparktui process already does; keep the
+        status document meanwhile (``backend.statusdoc``)."""
         run = self.run
         if run is None or self._closed:
             return
@@ -666,6 +685,7 @@ class Orchestrator:
             self.board.notice("info", "another sparktui is following this run; showing its files")
             return
         self.following = True
+        self.keeper = StatusKeeper(self)
         for info in self.ranks:
             if info.container_id and not self.follower.following(info.rank):
                 self.follower.follow(info)
@@ -683,6 +703,8 @@ class Orchestrator:
             jobs["engines"] = self.engines.loop
         if self.metrics.interval is not None and self.metrics.ranks:
             jobs["metrics"] = self.metrics.loop
+        if self.keeper is not None:
+            jobs["status"] = self.keeper.loop
         for name, job in jobs.items():
             if name not in self._tasks or self._tasks[name].done():
                 self._tasks[name] = asyncio.create_task(job(), name=name)
@@ -703,6 +725,7 @@ class Orchestrator:
         said: str | None = None
         while not self._closed:
             text = await self.allocation() or ""
+            self.allocation_said = text or None
             if text != said:
                 self.emit(AllocationChanged(text))
                 said = text

@@ -140,6 +140,10 @@ class Sampler:
                     self._publish(NodeTelemetry(node.name, "stale", st.last, None,
                                                 f"no sample for {age:.0f} s", age_s=age))
 
+    @property
+    def running(self) -> bool:
+        return bool(self._tasks)
+
     def start(self) -> None:
         if not self._tasks:
             self._tasks = [asyncio.create_task(self._loop(n), name=f"telemetry-{n.name}")

@@ -226,7 +226,7 @@ def _up(p: argparse.ArgumentParser) -> None:
 def _status(p: argparse.ArgumentParser) -> None:
     _common(p)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=Verb("ops", "cmd_status"))
+    p.set_defaults(func=Verb("status", "cmd_status"))
 
 
 @verb("logs", "the run's logs (caught up from the containers first)")

@@ -170,12 +170,13 @@ def assemble(g: Gathered, run: Run, redactor: Redactor, max_log_bytes: int) -> l
     parts = run_parts(run, redactor, max_log_bytes)
     events = run.events()
     run_plan = _run_plan_hash(run)
-    check_lines = [line.plain for line in render.check_failures(g.checks)]
+    checks = g.checks.to_json()
+    check_lines = [line.plain for line in render.check_failures(checks)]
     status = {
         "recipe": g.plan.recipe_slug, "run": run.id, "plan_hash": run_plan,
         "plan_hash_now": g.plan.plan_hash, "ranks": g.rows, "ranks_from": g.attached,
-        "checks": render.checks_json(g.checks), "check_failures": check_lines,
-        "checks_count": render.checks_count(g.checks), "watchdog": g.watchdog,
+        "checks": checks, "check_failures": check_lines,
+        "checks_count": render.checks_count(checks), "watchdog": g.watchdog,
     }
     nodes_json = [{"node": f.node, "findings": [x.to_json() for x in f.findings],
                    "not_gathered": f.missing} for f in g.facts]
@@ -217,7 +218,7 @@ def summary_text(g: Gathered, run: Run, run_plan: str | None, check_lines: list[
         detail = f" · {row['detail']}" if row.get("detail") else ""
         lines.append(f"  rank {row['rank']} ({row['node']}): {row['state']} exit "
                      f"{row['exit_code']} restarts {row['restarts']}{detail}")
-    lines += ["", f"boot checks: {render.checks_count(g.checks)}"]
+    lines += ["", f"boot checks: {render.checks_count(g.checks.to_json())}"]
     lines += [f"  {line}" for line in check_lines]
     if g.watchdog:
         lines += ["", g.watchdog]

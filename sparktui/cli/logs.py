@@ -236,6 +236,7 @@ def logs_attached(args: argparse.Namespace, search: BlockSearch, cutoff: bytes |
                             sys.stdout.write(f"r{event.rank} {stamp}{text if args.raw else visible(text)}\n")
                     sys.stdout.flush()
             orch.subscribe(live)
+            orch.who = "sparktui logs --follow"
             orch.start_following()
             while True:
                 await asyncio.sleep(3600)

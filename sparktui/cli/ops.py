@@ -8,6 +8,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from rich.console import Console
 
@@ -16,6 +17,7 @@ from sparktui.backend.orchestrator import LaunchOrder, Orchestrator
 from sparktui.backend.owners import held_groups
 from sparktui.backend.runtimes.registry import access_problems
 from sparktui.backend.smoke import SmokeOutcome, SmokeResult, SmokeSummary
+from sparktui.backend.statusdoc import document, node_json
 from sparktui.backend.together import together
 from sparktui.backend.watchdog import summary as watchdog_summary
 from sparktui.cli import exits, render
@@ -27,25 +29,39 @@ from sparktui.core.errors import ConfigError, SparkError
 from sparktui.core.timing import mark
 from sparktui.core.units import format_bytes
 
-TYPE_CHECKING = False  # rich.progress only for the verbs that copy (render.transfers)
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # rich.progress only for the verbs that copy (render.transfers)
     from rich.progress import TaskID
+
+    from sparktui.core.cluster import Cluster
+    from sparktui.core.plan import Plan
+    from sparktui.core.recipe import Recipe
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def _make(args: argparse.Namespace, on_event: Callable[[Event], None] | None = None) -> Orchestrator:
-    recipe, cluster, plan, found = load_plan(args)
-    if found:
-        err.print(render.problems(found))
+Loaded: TypeAlias = "tuple[Recipe, Cluster, Plan]"
+"""A recipe, its cluster and its plan, loaded (and their problems said) by the caller."""
+
+
+def _make(args: argparse.Namespace, on_event: Callable[[Event], None] | None = None, *,
+          loaded: Loaded | None = None) -> Orchestrator:
+    if loaded is None:
+        recipe, cluster, plan, found = load_plan(args)
+        if found:
+            err.print(render.problems(found))
+    else:
+        recipe, cluster, plan = loaded
     # nothing can be tried: exit 2 with the key to fix, before connecting
     access = access_problems(cluster, [cluster.nodes[r.rank] for r in plan.ranks])
     if access:
         raise ConfigError(access)
     order: LaunchOrder = getattr(args, "launch_order", "parallel")
-    return Orchestrator(recipe, cluster, plan, state_root=state_dir(), on_event=on_event,
+    orch = Orchestrator(recipe, cluster, plan, state_root=state_dir(), on_event=on_event,
                         launch_order=order)
+    if isinstance(verb := getattr(args, "command", None), str):
+        orch.who = f"sparktui {verb}"  # up --wait, restart: they follow while they wait
+    return orch
 
 
 def _run(coro: Awaitable[int]) -> int:
@@ -128,7 +144,7 @@ def _print_failures(orch: Orchestrator) -> None:
                         f": not every rank ready after {orch.plan.boot.timeout_s:g} s"))
     for info in failed + [r for r in orch.ranks if r.state not in ("ready", "failed")]:
         err.print(plain(f"rank {info.rank} ({info.node.name}): {info.state} {info.detail}"))
-    for line in render.check_failures(orch.checks):
+    for line in render.check_failures(orch.checks.to_json()):
         err.print(line)
     if failed and any(r.has_container for r in orch.ranks):
         err.print(plain(f"the whole group back, same run: sparktui restart {orch.recipe.slug} --group"))
@@ -141,9 +157,10 @@ def _verdict(orch: Orchestrator, ready: bool) -> int:
     if not ready:
         _print_failures(orch)
         return exits.FAILED
+    checks = orch.checks.to_json()
     out.print(plain(("ready", "green"), f": {len(orch.ranks)} ranks, "
-                                        f"{render.checks_count(orch.checks)}"))
-    failures = render.check_failures(orch.checks)
+                                        f"{render.checks_count(checks)}"))
+    failures = render.check_failures(checks)
     for line in failures:
         err.print(line)
     return exits.CHECKS if failures else exits.OK
@@ -231,13 +248,13 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 @contextlib.asynccontextmanager
 async def _opened(args: argparse.Namespace, on_event: Callable[[Event], None] | None = None, *,
-                  attach: bool = False, checks: bool = True,
-                  finish: bool = False) -> AsyncIterator[Orchestrator]:
+                  attach: bool = False, checks: bool = True, finish: bool = False,
+                  loaded: Loaded | None = None) -> AsyncIterator[Orchestrator]:
     """The recipe's Orchestrator, closed (connections and all) however the command ends. With
     ``attach``: connected, its containers found and what they wrote meanwhile caught up (and
     the boot checks replayed and fed, unless ``checks`` is False; ``finish``: a restart cut
     short is attached: ``Orchestrator.attach``)."""
-    orch = _make(args, on_event)
+    orch = _make(args, on_event, loaded=loaded)
     warnings = AttachWarnings()
     if attach and on_event is None:
         orch.subscribe(warnings)
@@ -259,65 +276,21 @@ async def _opened(args: argparse.Namespace, on_event: Callable[[Event], None] | 
         await orch.close()
 
 
-def cmd_status(args: argparse.Namespace) -> int:
-    mark("cli: status (interpreter, imports, arguments done)")
-
-    async def go() -> int:
-        async with _opened(args, attach=True) as orch:
-            # all at once, each on its own channels: without a live follower, ready from health
-            # and the log; the engines seen (never judged); the nodes sampled; the allocation
+def live_status(args: argparse.Namespace, loaded: Loaded) -> dict[str, Any]:
+    """``status``'s document worked out here (no follower's to show: ``cli.status``): attached,
+    every rank probed, the engines seen (never judged), the nodes sampled, the allocation
+    asked, all at once, each on its own channels."""
+    async def go() -> dict[str, Any]:
+        async with _opened(args, attach=True, loaded=loaded) as orch:
             sampled = asyncio.ensure_future(orch.sample_nodes())
             allocated = asyncio.ensure_future(orch.allocation())
             await together(orch.refresh_health(), orch.refresh_engines(), sampled, allocated)
-            nodes, allocation = sampled.result(), allocated.result()
             mark("status: health, engines and nodes")
-            rows = orch.status()
-            stall = orch.stall()
-            canary = orch.canary_state()
-            if args.json:
-                print(json.dumps({
-                    "recipe": orch.recipe.slug, "run": orch.run.id if orch.run else None,
-                    "plan_hash": orch.plan.plan_hash, "ranks": rows,
-                    "checks": render.checks_json(orch.checks),
-                    "watchdog": watchdog_summary(orch.run, orch.recipe.spec.restart),
-                    "canary": canary.to_json() if canary is not None else None,
-                    "owner": orch.owner, "held": [h.to_json() for h in orch.held],
-                    "allocation": allocation,
-                    "stall": stall.to_json() if stall is not None else None,
-                    "nodes": [{"node": t.node, "status": t.status, "detail": t.detail,
-                               "warnings": t.warnings,
-                               "sample": t.sample.to_json() if t.sample else None} for t in nodes],
-                }, indent=2))
-                return 0
-            out.print(render.status_view(
-                f"{orch.recipe.title} · run {orch.run.id if orch.run else '-'}", rows))
-            if allocation:
-                out.print(plain(("allocation", "bold"), f": {allocation}"))
-            if stall is not None:
-                out.print(plain(("boot stalled", "yellow"), f": {stall.sentence}"))
-            for phrase in held_groups(orch.held):
-                out.print(plain(("not yours", "yellow"), f": {phrase}; --adopt takes them over"))
-            if orch.run is not None:
-                out.print(plain(f"boot checks: {render.checks_count(orch.checks)}"))
-                for line in render.args_lines(orch.checks):
-                    out.print(line)
-                for line in render.check_failures(orch.checks):
-                    out.print(line)
-            for line in render.node_lines(nodes):
-                out.print(line)
-            said = canary.sentence() if canary is not None else None
-            if said:
-                out.print(plain((said, "bold magenta" if canary and canary.wedged else "")))
-            dog = watchdog_summary(orch.run, orch.recipe.spec.restart)
-            if dog:
-                out.print(plain(dog))
-            if orch.failures() and any(r.has_container for r in orch.ranks):
-                out.print(plain(f"the whole group back, same run: sparktui restart "
-                                f"{orch.recipe.slug} --group"))
-            return 0
-    code = _run(go())
+            return document(orch, [node_json(t) for t in sampled.result()], allocated.result(),
+                            watchdog=watchdog_summary(orch.run, orch.recipe.spec.restart))
+    doc = asyncio.run(go())
     args.leave_at_once = True  # every connection and the loop closed: no teardown needed
-    return code
+    return doc
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ the cursor or recolouring the terminal.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -29,9 +29,7 @@ if TYPE_CHECKING:  # imported only by the verbs that need them (see sparktui.cli
     from rich.progress import Progress
 
     from sparktui.backend.doctor import Finding
-    from sparktui.backend.events import NodeTelemetry
     from sparktui.catalog import RecipeInfo
-    from sparktui.core.checks import BootChecks, Check
     from sparktui.core.plan import Plan, RankPlan
 
 
@@ -267,6 +265,42 @@ def status_view(title: str, rows: Sequence[dict[str, object]]) -> Group:
     return Group(table, *details)
 
 
+def status_lines(doc: dict[str, Any], now: float) -> list[RenderableType]:
+    """``sparktui status`` as text, from its document alone (``backend.statusdoc``): the one
+    worked out here, or the one a console or ``watch`` that follows the run keeps (then a last
+    line says whose, and how old)."""
+    from sparktui.core.canary import CanaryState
+
+    out: list[RenderableType] = [status_view(f"{doc['title']} · run {doc['run'] or '-'}",
+                                             doc["ranks"])]
+    if doc.get("allocation"):
+        out.append(plain(("allocation", "bold"), f": {doc['allocation']}"))
+    if isinstance(doc.get("stall"), dict):
+        out.append(plain(("boot stalled", "yellow"), f": {doc['stall']['sentence']}"))
+    for phrase in doc.get("held_phrases") or []:
+        out.append(plain(("not yours", "yellow"), f": {phrase}; --adopt takes them over"))
+    if doc["run"] is not None:
+        out.append(plain(f"boot checks: {checks_count(doc['checks'])}"))
+        out += args_lines(doc["checks"])
+        out += check_failures(doc["checks"])
+    out += node_lines(doc["nodes"])
+    if isinstance(doc.get("canary"), dict):
+        canary = CanaryState.from_json(doc["canary"])
+        said = canary.sentence(now)
+        if said:
+            out.append(plain((said, "bold magenta" if canary.wedged else "")))
+    if doc.get("watchdog"):
+        out.append(plain(doc["watchdog"]))
+    if doc.get("restart_hint"):
+        out.append(plain(f"the whole group back, same run: sparktui restart {doc['recipe']} --group"))
+    source = doc.get("source")
+    if isinstance(source, dict) and source.get("follower"):
+        age = max(0.0, now - float(source["at"]))
+        out.append(plain((f"as {source['follower']} (pid {source['pid']}), which follows this "
+                          f"run, saw it {age:.1f} s ago", "dim")))
+    return out
+
+
 def engine_text(engine: dict[str, object]) -> Text:
     """A rank's engine process (``EngineView.to_json``): pid, state, CPU seconds, a warning."""
     if engine.get("pid") is None:
@@ -281,9 +315,13 @@ def ranks_text(ranks: str | list[int]) -> str:
     return ranks if isinstance(ranks, str) else ",".join(map(str, ranks))
 
 
-def checks_count(checks: BootChecks) -> str:
+CheckDoc = dict[str, object]
+"""A check as ``BootChecks.to_json`` gives it (the status document's ``checks``)."""
+
+
+def checks_count(checks: Sequence[CheckDoc]) -> str:
     """``11/11 checks passed``, or with what failed and what is still pending."""
-    states = [checks.overall(c) for c in checks.checks]
+    states = [c["state"] for c in checks]
     text = f"{states.count('passed')}/{len(states)} checks passed"
     for state in ("failed", "pending"):
         if states.count(state):
@@ -291,33 +329,35 @@ def checks_count(checks: BootChecks) -> str:
     return text
 
 
-def failed_on(checks: BootChecks, check: Check) -> list[int]:
-    """The ranks where ``check`` failed: its line never appeared there (or, for a
-    must-not-show line, it did)."""
-    return sorted(r for (cid, r), st in checks.status.items()
-                  if cid == check.id and st.state == "failed")
+def _args_summary(entry: CheckDoc) -> str | None:
+    """A rank's args verdicts in a sentence (``ArgsReport.summary``); None before its dump."""
+    report = entry.get("args")
+    return str(report["summary"]) if isinstance(report, dict) else None
 
 
-def check_failures(checks: BootChecks) -> list[Text]:
+def check_failures(checks: Sequence[CheckDoc]) -> list[Text]:
     """One line per failed check: its kind, the ranks it asks for, its pattern, and where it
     failed (for a must-not-show line, the line that appeared). Patterns and log lines are
     outside text: plain ``Text``, never markup."""
     lines = []
-    for check in checks.failed_checks():
-        ranks = failed_on(checks, check)
-        if check.kind == "args":
-            for rank in ranks:
-                report = checks.report(rank)
-                lines.append(plain(("check failed", "bold red"), f": args on rank {rank}: ",
-                                   report.summary() if report else "args not reported"))
+    for check in checks:
+        if check["state"] != "failed":
+            continue
+        ranks = cast("list[int]", check["failed_on"])
+        per_rank = cast("list[CheckDoc]", check["per_rank"])
+        if check["kind"] == "args":
+            for entry in per_rank:
+                if entry["rank"] in ranks:
+                    lines.append(plain(("check failed", "bold red"), f": args on rank {entry['rank']}: ",
+                                       _args_summary(entry) or "args not reported"))
             continue
         text = plain(("check failed", "bold red"),
-                     f": {check.kind} (ranks {ranks_text(check.ranks)}): ", (check.pattern, "bold"))
-        if check.kind == "must_not_show":
-            seen = [st.match for (cid, _r), st in sorted(checks.status.items())
-                    if cid == check.id and st.state == "failed" and st.match is not None]
+                     f": {check['kind']} (ranks {ranks_text(cast('str | list[int]', check['ranks']))}): ",
+                     (check["pattern"], "bold"))
+        if check["kind"] == "must_not_show":
             text.append_text(plain(" · appeared on " + "; ".join(
-                f"rank {m.rank} line {m.line_no}: {m.text}" for m in seen)))
+                f"rank {e['rank']} line {e['line']}: {e['text']}" for e in per_rank
+                if e["state"] == "failed" and e["line"] is not None)))
         else:
             text.append(f" · never appeared on rank{'s' if len(ranks) > 1 else ''} "
                         f"{', '.join(map(str, ranks))}")
@@ -325,54 +365,41 @@ def check_failures(checks: BootChecks) -> list[Text]:
     return lines
 
 
-def checks_json(checks: BootChecks) -> list[dict[str, object]]:
-    """Every check for ``status --json``: what it asks (kind, pattern, ranks), its verdict, the
-    ranks where it failed and, per rank, its state and the line that decided it."""
-    out: list[dict[str, object]] = []
-    for check in checks.checks:
-        per_rank: list[dict[str, object]] = []
-        for (cid, rank), st in sorted(checks.status.items()):
-            if cid == check.id:
-                per_rank.append({"rank": rank, "state": st.state,
-                                 "line": st.match.line_no if st.match else None,
-                                 "text": st.match.text if st.match else None})
-                if check.kind == "args":
-                    per_rank[-1]["args"] = st.report.to_json() if st.report else None
-        out.append({"id": check.id, "kind": check.kind, "pattern": check.pattern,
-                    "ranks": check.ranks, "added": check.added, "state": checks.overall(check),
-                    "failed_on": failed_on(checks, check), "per_rank": per_rank})
-    return out
-
-
-def args_lines(checks: BootChecks) -> list[Text]:
+def args_lines(checks: Sequence[CheckDoc]) -> list[Text]:
     """``rank 2 args 30/31 took effect, 1 differs: max_running_requests 16 -> 13`` per rank
     whose dump arrived or whose boot ended (the engine's version when it printed one)."""
-    lines = []
-    for rank in range(checks.world):
-        report = checks.report(rank)
-        if report is not None:
-            version = f" ({report.version})" if report.version else ""
-            lines.append(plain(f"rank {rank} ", report.summary(), version))
-    return lines
+    lines: list[tuple[int, Text]] = []
+    for check in checks:
+        if check["kind"] != "args":
+            continue
+        for entry in cast("list[CheckDoc]", check["per_rank"]):
+            report, rank = entry.get("args"), cast("int", entry["rank"])
+            if isinstance(report, dict):
+                version = f" ({report['version']})" if report.get("version") else ""
+                lines.append((rank, plain(f"rank {rank} ", str(report["summary"]), version)))
+    return [text for _rank, text in sorted(lines, key=lambda item: item[0])]
 
 
-def node_lines(nodes: Sequence[NodeTelemetry]) -> list[Text]:
-    """``sparktui status``: one line per node, its latest sample or why there is none."""
+def node_lines(nodes: Sequence[dict[str, object]]) -> list[Text]:
+    """``sparktui status``: one line per node (as the status document gives it:
+    ``backend.statusdoc``), its latest sample or why there is none."""
     lines = []
     for t in nodes:
-        line = plain(f"{t.node}: ")
-        if t.sample is None:
-            line.append_text(plain((t.status, "red"), f" {t.detail}"))
+        line = plain(f"{t['node']}: ")
+        s = t.get("sample")
+        if not isinstance(s, dict):
+            line.append_text(plain((str(t["status"]), "red"), f" {t['detail']}"))
             lines.append(line)
             continue
-        s = t.sample
-        mem = ("unified " if s.unified else "") + (
-            f"memory {format_bytes(s.mem_available)} free of {format_bytes(s.mem_total)}")
-        gpus = ", ".join(f"GPU{g.index} {g.util_pct or 0:.0f}% {g.temp_c or 0:.0f}°C "
-                         f"{g.power_w or 0:.0f} W" for g in s.gpus) or s.gpu_note
-        disks = ", ".join(f"{d.path} {format_bytes(d.free)} free" for d in s.disks)
-        line.append_text(plain(f"{mem} · load {s.load1:.2f} · {gpus} · {disks}"))
-        for _code, sentence in t.warnings:
+        mem = ("unified " if s["unified_memory"] else "") + (
+            f"memory {format_bytes(int(s['mem_available']))} free of {format_bytes(int(s['mem_total']))}")
+        gpus = ", ".join(f"GPU{g['index']} {g['util_pct'] or 0:.0f}% {g['temp_c'] or 0:.0f}°C "
+                         f"{g['power_w'] or 0:.0f} W" for g in cast("list[dict[str, Any]]", s["gpus"])
+                         ) or str(s["gpu_note"])
+        disks = ", ".join(f"{d['path']} {format_bytes(int(d['free']))} free"
+                          for d in cast("list[dict[str, Any]]", s["disks"]))
+        line.append_text(plain(f"{mem} · load {float(s['load1']):.2f} · {gpus} · {disks}"))
+        for _code, sentence in cast("list[tuple[str, str]]", t.get("warnings") or []):
             line.append_text(plain((f" ⚠ {sentence}", "yellow")))
         lines.append(line)
     return lines

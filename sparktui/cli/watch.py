@@ -61,10 +61,12 @@ async def _watch(args: argparse.Namespace, address: tuple[str, int] | None,
             raise SparkError(f"nothing of {orch.recipe.slug} is running as yours{not_yours(orch)}: "
                              "start it with sparktui up")
         orch.subscribe(EventPrinter())
+        orch.who = "the watch"
         orch.start_following()
         if not orch.following:
             raise SparkError("another sparktui follows this run (a console or another watch); "
                              "its watchdog is the one that acts")
+        orch.telemetry().start()  # the nodes, for the status document a status shows
         dog = Watchdog(orch, policy) if policy.policy != "off" else None
         if dog is not None:
             dog.start()

@@ -71,6 +71,13 @@ class CanaryState:
         return {"last": self.last.to_json() if self.last is not None else None,
                 "wedged": self.wedged}
 
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> CanaryState:
+        """``to_json`` read back (a status document a follower wrote)."""
+        last = doc.get("last")
+        record = CanaryRecord.from_event({**last, "kind": "canary"}) if isinstance(last, dict) else None
+        return cls(record, doc.get("wedged") is True)
+
     def sentence(self, now: float | None = None) -> str | None:
         if self.last is None:
             return None

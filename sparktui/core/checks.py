@@ -275,6 +275,34 @@ class BootChecks:
     def failed_checks(self) -> list[Check]:
         return [c for c in self.checks if self.overall(c) == "failed"]
 
+    def failed_on(self, check: Check) -> list[int]:
+        """The ranks where ``check`` failed: its line never appeared there (or, for a
+        must-not-show line, it did)."""
+        return sorted(r for (cid, r), st in self.status.items()
+                      if cid == check.id and st.state == "failed")
+
+    def to_json(self) -> list[dict[str, object]]:
+        """Every check as ``status --json`` and the status document give it: what it asks (kind,
+        pattern, ranks), its verdict, the ranks where it failed and, per rank, its state, the
+        line that decided it and (an args check) the rank's verdicts. The CLI's check lines are
+        written from this alone (``cli.render``), so a status read from a follower's document
+        says what one worked out here says."""
+        out: list[dict[str, object]] = []
+        for check in self.checks:
+            per_rank: list[dict[str, object]] = []
+            for (cid, rank), st in sorted(self.status.items()):
+                if cid == check.id:
+                    per_rank.append({"rank": rank, "state": st.state,
+                                     "line": st.match.line_no if st.match else None,
+                                     "text": st.match.text if st.match else None})
+                    if check.kind == "args":
+                        per_rank[-1]["args"] = ({**st.report.to_json(), "summary": st.report.summary()}
+                                                if st.report else None)
+            out.append({"id": check.id, "kind": check.kind, "pattern": check.pattern,
+                        "ranks": check.ranks, "added": check.added, "state": self.overall(check),
+                        "failed_on": self.failed_on(check), "per_rank": per_rank})
+        return out
+
     def ready_seen(self, rank: int) -> bool:
         """Whether the engine's ready line appeared on ``rank`` (False where it is not expected)."""
         for check in self.checks:

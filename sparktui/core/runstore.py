@@ -462,12 +462,16 @@ class Run:
         files as its containers write: it holds ``follow.lock``. Read from the kernel's table
         of locks (``/proc/locks``), never by taking the lock, which a follower starting at that
         moment must get; False where that cannot be told."""
+        return self.follower_pid() is not None
+
+    def follower_pid(self) -> int | None:
+        """The process of another sparktui that follows the run (``followed_elsewhere``)."""
         try:
             st = (self.dir / "follow.lock").stat()
             text = Path("/proc/locks").read_text()
         except OSError:
-            return False
-        return held_elsewhere(text, st.st_dev, st.st_ino, os.getpid())
+            return None
+        return lock_holder(text, st.st_dev, st.st_ino, os.getpid())
 
     def close_logs(self) -> None:
         """Close the rank files kept open for appending."""
@@ -483,16 +487,17 @@ class Run:
             self._lock = None
 
 
-def held_elsewhere(locks: str, dev: int, ino: int, pid: int) -> bool:
-    """Whether ``/proc/locks`` (``locks``) lists a granted ``flock`` on the file (``dev``,
-    ``ino``: ``1: FLOCK  ADVISORY  WRITE 4321 00:2b:1234 0 EOF``) held by a process other than
-    ``pid``; a waiter's line (``1: -> FLOCK ...``) holds nothing."""
+def lock_holder(locks: str, dev: int, ino: int, pid: int) -> int | None:
+    """The process other than ``pid`` that ``/proc/locks`` (``locks``) lists as holding a
+    granted ``flock`` on the file (``dev``, ``ino``: ``1: FLOCK  ADVISORY  WRITE 4321
+    00:2b:1234 0 EOF``); a waiter's line (``1: -> FLOCK ...``) holds nothing."""
     where = f"{os.major(dev):02x}:{os.minor(dev):02x}:{ino}"
     for line in locks.splitlines():
         fields = line.split()
-        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == where and fields[4] != str(pid):
-            return True
-    return False
+        if (len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == where
+                and fields[4] != str(pid) and fields[4].isdigit()):
+            return int(fields[4])
+    return None
 
 
 class RunStore:

@@ -29,6 +29,7 @@ class Session:
         self.plan: Plan = cluster_plan(info.recipe, info.cluster, state_root)
         self.orch = Orchestrator(info.recipe, info.cluster, self.plan, state_root=state_root,
                                  on_event=bridge, health_interval=health_interval)
+        self.orch.who = "the console"
         self.bridge = bridge
         policy = info.recipe.spec.restart
         self.watchdog = Watchdog(self.orch, policy) if policy.policy == "group" else None

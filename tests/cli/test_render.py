@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import io
+import json
 
 from rich.console import Console, RenderableType
 
 from sparktui.backend.doctor import Finding
 from sparktui.backend.events import NodeTelemetry
+from sparktui.backend.statusdoc import node_json
 from sparktui.cli import render
 from sparktui.core.telemetry import DiskSample, GpuSample, NodeSample
 
@@ -74,11 +76,16 @@ def sample(**over: object) -> NodeSample:
     return NodeSample(**{**base, **over})  # type: ignore[arg-type]
 
 
+def as_document(*nodes: NodeTelemetry) -> list[dict[str, object]]:
+    """The nodes as a status document holds them: JSON, read back."""
+    return list(json.loads(json.dumps([node_json(t) for t in nodes])))
+
+
 def test_node_lines_one_per_node() -> None:
-    lines = render.node_lines([
+    lines = render.node_lines(as_document(
         NodeTelemetry("spark1", "ok", sample(), warnings=[("low-memory", "head memory low")]),
         NodeTelemetry("spark2", "unreachable", detail="ssh: connection refused"),
-    ])
+    ))
     assert shown(*lines).splitlines() == [
         "spark1: unified memory 100.0 GiB free of 128.0 GiB · load 0.50 · GPU0 97% 71°C 95 W · "
         "/data 61.0 GiB free ⚠ head memory low",
@@ -88,12 +95,12 @@ def test_node_lines_one_per_node() -> None:
 
 
 def test_node_lines_print_outside_values_verbatim() -> None:
-    lines = render.node_lines([
+    lines = render.node_lines(as_document(
         NodeTelemetry(f"a{MARKUP}", "ok", sample(gpus=[], gpu_note=MARKUP,
                                                   disks=[DiskSample(f"/d{MARKUP}", 1, 2)]),
                       warnings=[("x", MARKUP)]),
         NodeTelemetry(f"b{MARKUP}", "stale", detail=MARKUP),
-    ])
+    ))
     text = shown(*lines)
     assert text.count(MARKUP) == 6, text
 

@@ -34,8 +34,8 @@ def checks() -> BootChecks:
 
 def test_each_failed_check_is_named_with_where_it_failed() -> None:
     bc = checks()
-    assert render.checks_count(bc) == "2/4 checks passed, 2 failed"
-    assert [printed(t) for t in render.check_failures(bc)] == [
+    assert render.checks_count(bc.to_json()) == "2/4 checks passed, 2 failed"
+    assert [printed(t) for t in render.check_failures(bc.to_json())] == [
         "check failed: must_show (ranks 1,2): [red]armed[/red] ... · never appeared on rank 2",
         "check failed: must_not_show (ranks all): Traceback · appeared on rank 3 line 7: "
         "Traceback [bold](most recent call last)",
@@ -43,7 +43,7 @@ def test_each_failed_check_is_named_with_where_it_failed() -> None:
 
 
 def test_json_lists_every_check_with_its_verdict_per_rank() -> None:
-    by_pattern = {c["pattern"]: c for c in render.checks_json(checks())}
+    by_pattern = {c["pattern"]: c for c in checks().to_json()}
     armed = by_pattern["[red]armed[/red] ..."]
     assert (armed["kind"], armed["ranks"], armed["state"], armed["failed_on"]) == (
         "must_show", [1, 2], "failed", [2])
@@ -52,4 +52,4 @@ def test_json_lists_every_check_with_its_verdict_per_rank() -> None:
         {"rank": 2, "state": "failed", "line": None, "text": None}]
     assert by_pattern["fired up"]["state"] == "passed"
     assert by_pattern["Traceback"]["failed_on"] == [3]
-    assert render.checks_count(BootChecks(2)) == "0/0 checks passed"
+    assert render.checks_count(BootChecks(2).to_json()) == "0/0 checks passed"

@@ -266,7 +266,7 @@ def test_the_locks_table_is_read_line_by_line() -> None:
     table = ("1: POSIX  ADVISORY  WRITE 77 01:03:5512 0 EOF\n"
              "2: FLOCK  ADVISORY  WRITE 4321 103:2b:5512 0 EOF\n"
              "2: -> FLOCK  ADVISORY  WRITE 999 103:2b:5512 0 EOF\n")
-    assert runstore.held_elsewhere(table, dev, 5512, pid=1)
-    assert not runstore.held_elsewhere(table, dev, 5512, pid=4321)  # ours; the waiter holds nothing
-    assert not runstore.held_elsewhere(table, dev, 5513, pid=1)
-    assert not runstore.held_elsewhere(table, os.makedev(0x103, 0x2c), 5512, pid=1)
+    assert runstore.lock_holder(table, dev, 5512, pid=1) == 4321
+    assert runstore.lock_holder(table, dev, 5512, pid=4321) is None  # ours; the waiter holds nothing
+    assert runstore.lock_holder(table, dev, 5513, pid=1) is None
+    assert runstore.lock_holder(table, os.makedev(0x103, 0x2c), 5512, pid=1) is None
