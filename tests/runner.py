@@ -3,11 +3,14 @@ in new processes: a state folder of the test's own, and never a traceback."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -70,6 +73,29 @@ def sparktui_run(env: dict[str, str], timeout: float = 120) -> Cli:
         return proc
 
     return run
+
+
+@contextlib.contextmanager
+def watching(tmp: Path, slug: str) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    """A real ``sparktui watch`` of ``slug`` on the local cluster (state in ``tmp``; serving
+    metrics on a free loopback port, so it needs no restart policy) once it says ``watching``,
+    with the file its stderr goes to; stopped with SIGTERM after, which it must end by with 0."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    err = tmp / "watch.err"
+    watch = subprocess.Popen([sys.executable, "-m", "sparktui", "watch", slug, "--metrics",
+                              str(port)], cwd=ROOT, env=local_env(tmp),
+                             stdout=subprocess.DEVNULL, stderr=err.open("wb"))
+    try:
+        end = time.monotonic() + 60
+        while "watching" not in err.read_text():
+            assert watch.poll() is None and time.monotonic() < end, err.read_text()
+            time.sleep(0.1)
+        yield watch, err
+    finally:
+        watch.send_signal(signal.SIGTERM)
+        assert watch.wait(30) == 0, err.read_text()
 
 
 def local_cli(tmp: Path, recipe: str | Path, timeout: float = 120) -> Iterator[Cli]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import heapq
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from sparktui.core.private import tighten_once
 from sparktui.core.rungrep import merge_found, merged, norm_ts
 from sparktui.core.runstore import RankLog
 from tests.conftest import ROOT
-from tests.runner import Cli, child_processes, local_env, sparktui_run
+from tests.runner import Cli, child_processes, local_env, sparktui_run, watching
 
 SLUG = "demo-tp4"  # the shipped recipe: its runs are <state>/sparktui/runs/demo-tp4-<time>
 UNREACHABLE = """name = "far"
@@ -269,21 +268,11 @@ def test_a_run_a_console_or_watch_follows_is_read_from_its_files_at_once(
     as an ended run's, to where each stands, without the backend or a connect. The follower
     writes on meanwhile: each rank's lines are the first of what its file holds after, merged
     in capture order, and at least what it held before."""
-    from tests.demo.test_engine import free_port
-
     up = live("up", SLUG, "--wait")
     assert up.returncode == 0, up.stderr
     run = next((tmp_path / "state" / "sparktui" / "runs").iterdir())
     history(run, 110_000)  # big enough for the search's workers
-    err = tmp_path / "watch.err"
-    watch = subprocess.Popen([sys.executable, "-m", "sparktui", "watch", SLUG, "--metrics",
-                              str(free_port())], cwd=ROOT, env=local_env(tmp_path),
-                             stdout=subprocess.DEVNULL, stderr=err.open("wb"))
-    try:
-        end = time.monotonic() + 60
-        while "watching" not in err.read_text():
-            assert watch.poll() is None and time.monotonic() < end, err.read_text()
-            time.sleep(0.1)
+    with watching(tmp_path, SLUG):
         time.sleep(1.5)  # it follows: the ranks' files grow
         pattern = "#running-req: 6[0-4],"
         before = expected(run, pattern)
@@ -292,9 +281,6 @@ def test_a_run_a_console_or_watch_follows_is_read_from_its_files_at_once(
         res = live("logs", SLUG, "--grep", pattern)
         assert res.returncode == 0, res.stderr
         marks = timing.read_text()
-    finally:
-        watch.send_signal(signal.SIGTERM)
-        assert watch.wait(30) == 0, err.read_text()
     assert "the backend imported" not in marks and "caught up" not in marks, marks
     assert "search: 4 workers" in marks, marks
     lines = res.stdout.splitlines()

@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from sparktui.core.statusdoc import STATUS_FILE
-from tests.conftest import ROOT
-from tests.runner import Cli, local_env, sparktui_run
+from tests.runner import Cli, local_env, sparktui_run, watching
 
 SLUG = "demo-tp4"
 
@@ -47,19 +45,13 @@ def same_ranks(doc: dict[str, object]) -> list[tuple[object, ...]]:
 
 
 def test_a_status_beside_a_watch_shows_the_watchs_document(live: Cli, tmp_path: Path) -> None:
-    from tests.demo.test_engine import free_port
-
     assert live("up", SLUG, "--wait").returncode == 0
     worked, marks = marks_of(live, tmp_path, "status", SLUG, "--json")
     assert "attach: caught up" in marks, marks  # nothing follows: worked out here
     alone = json.loads(worked.stdout)
     assert alone["source"]["follower"] is None
     run = tmp_path / "state" / "sparktui" / "runs" / alone["run"]
-    err = tmp_path / "watch.err"
-    watch = subprocess.Popen([sys.executable, "-m", "sparktui", "watch", SLUG, "--metrics",
-                              str(free_port())], cwd=ROOT, env=local_env(tmp_path),
-                             stdout=subprocess.DEVNULL, stderr=err.open("wb"))
-    try:
+    with watching(tmp_path, SLUG) as (watch, err):
         end = time.monotonic() + 60
         while not (run / STATUS_FILE).exists() or "waiting" in (run / STATUS_FILE).read_text():
             assert watch.poll() is None and time.monotonic() < end, err.read_text()
@@ -88,9 +80,6 @@ def test_a_status_beside_a_watch_shows_the_watchs_document(live: Cli, tmp_path: 
             assert time.monotonic() < end, doc["ranks"][2]
             time.sleep(0.3)
         assert doc["source"]["follower"] == "the watch" and doc["restart_hint"] is True
-    finally:
-        watch.send_signal(signal.SIGTERM)
-        assert watch.wait(30) == 0, err.read_text()
     text, marks = marks_of(live, tmp_path, "status", SLUG)
     assert "attach: caught up" in marks and "which follows this run" not in text.stdout, marks
     assert "failed" in text.stdout and f"sparktui restart {SLUG} --group" in text.stdout
