@@ -232,9 +232,15 @@ class BootChecks:
             if r == rank:
                 st.state, st.match, st.report = "pending", None, None
 
+    def _of(self, check: Check) -> list[tuple[int, CheckStatus]]:
+        """The check's status on each rank it concerns, in rank order: looked up per rank, not
+        found among every check's (a status of 32 ranks read the whole table per check)."""
+        return [(rank, st) for rank in range(self.world)
+                if (st := self.status.get((check.id, rank))) is not None]
+
     def overall(self, check: Check) -> CheckState:
         """``any``: one rank suffices; ``all`` and lists: every listed rank."""
-        states = [st.state for (cid, _), st in self.status.items() if cid == check.id]
+        states = [st.state for _, st in self._of(check)]
         if check.kind == "must_not_show":
             if "failed" in states:
                 return "failed"
@@ -278,8 +284,7 @@ class BootChecks:
     def failed_on(self, check: Check) -> list[int]:
         """The ranks where ``check`` failed: its line never appeared there (or, for a
         must-not-show line, it did)."""
-        return sorted(r for (cid, r), st in self.status.items()
-                      if cid == check.id and st.state == "failed")
+        return [r for r, st in self._of(check) if st.state == "failed"]
 
     def to_json(self) -> list[dict[str, object]]:
         """Every check as ``status --json`` and the status document give it: what it asks (kind,
@@ -290,14 +295,13 @@ class BootChecks:
         out: list[dict[str, object]] = []
         for check in self.checks:
             per_rank: list[dict[str, object]] = []
-            for (cid, rank), st in sorted(self.status.items()):
-                if cid == check.id:
-                    per_rank.append({"rank": rank, "state": st.state,
-                                     "line": st.match.line_no if st.match else None,
-                                     "text": st.match.text if st.match else None})
-                    if check.kind == "args":
-                        per_rank[-1]["args"] = ({**st.report.to_json(), "summary": st.report.summary()}
-                                                if st.report else None)
+            for rank, st in self._of(check):
+                per_rank.append({"rank": rank, "state": st.state,
+                                 "line": st.match.line_no if st.match else None,
+                                 "text": st.match.text if st.match else None})
+                if check.kind == "args":
+                    per_rank[-1]["args"] = ({**st.report.to_json(), "summary": st.report.summary()}
+                                            if st.report else None)
             out.append({"id": check.id, "kind": check.kind, "pattern": check.pattern,
                         "ranks": check.ranks, "added": check.added, "state": self.overall(check),
                         "failed_on": self.failed_on(check), "per_rank": per_rank})
