@@ -65,7 +65,7 @@ def main() -> None:
     for world in (int(x) for x in args.ranks.split(",")):
         with tempfile.TemporaryDirectory(prefix="sparktui-statusdoc-") as tmp:
             orch, run = build(Path(tmp), world)
-            keeper = StatusKeeper(orch)
+            keeper = StatusKeeper(orch._kept_document, print)
             keeper.keep()
             text = (run.dir / STATUS_FILE).read_text()
             keeps, writes = [], []

@@ -143,6 +143,11 @@ class NodeTelemetry(Event):
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (code, sentence)
     age_s: float = 0.0
 
+    def to_json(self) -> dict[str, object]:
+        """As ``status --json`` and the status document give a node."""
+        return {"node": self.node, "status": self.status, "detail": self.detail,
+                "warnings": self.warnings, "sample": self.sample.to_json() if self.sample else None}
+
 
 @dataclass(frozen=True)
 class ImageSyncProgress(Event):

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
 import time
 from collections.abc import AsyncGenerator, Callable, Coroutine
 from pathlib import Path
@@ -48,6 +50,7 @@ from sparktui.backend.owners import (
     NameClash,
     Names,
     held_detail,
+    held_groups,
     held_notice,
     mine,
 )
@@ -85,6 +88,7 @@ from sparktui.core.ports import BusyPort, PortsInUse
 from sparktui.core.ranks import RUNNING, Cause, CauseCode, RankInfo, first_failures
 from sparktui.core.recipe import Recipe
 from sparktui.core.restarts import cut_short
+from sparktui.core.restarts import summary as watchdog_summary
 from sparktui.core.runstore import MARKER, NEXT_CONTAINER, Run, RunStore, ts_epoch, utc_now
 from sparktui.core.stall import Stall
 from sparktui.core.telemetry import DEFAULT_INTERVAL, LOW_MEMORY
@@ -101,6 +105,8 @@ on the test cluster, docs/benchmarks.md); the head waits for its workers' rendez
 A group restart starts the workers first, then the head."""
 ALLOCATION_EVERY_S = 10.0
 """How often a followed run's scheduler is asked for its allocation (Slurm: its time left)."""
+ALLOCATION_BOOTING_S = 1.0
+"""How often while a rank is not ready: a group restarted in a new job is shown in it."""
 
 
 class Orchestrator:
@@ -116,6 +122,8 @@ class Orchestrator:
         self.store = RunStore(state_root)
         self.launch_order = launch_order
         self._listeners: list[Callable[[Event], None]] = [on_event] if on_event else []
+        self.keeper: StatusKeeper | None = None
+        """The status document kept while following (``backend.statusdoc``)."""
         self.nodes = [cluster.nodes[r.rank] for r in plan.ranks]
         self.runtime = runtime_for(cluster, self.nodes, state_root)
         self.runtimes: dict[str, Containers] = {n.name: self.runtime.containers(n.name)
@@ -146,8 +154,9 @@ class Orchestrator:
         self.following = False
         self.allocation_said: str | None = None
         """The allocation's last sentence, while following (``_allocation_loop``)."""
-        self.keeper: StatusKeeper | None = None
-        """The status document kept while following (``backend.statusdoc``)."""
+        self.allocation_asked = not isinstance(self.runtime, Scheduled)
+        """Whether ``allocation_said`` is the scheduler's answer (always, with none to ask)."""
+        self._watchdog_said: tuple[int, str | None] | None = None  # (events.jsonl size, line)
         self.who = "another sparktui"
         """Who this process is, as a ``status`` beside it names it (``the console``, ``the
         watch``): the status document says it."""
@@ -183,6 +192,8 @@ class Orchestrator:
     def emit(self, event: Event) -> None:
         for listener in self._listeners:
             listener(event)
+        if self.keeper is not None:
+            self.keeper.touch(event)
 
     def failures(self) -> list[RankInfo]:
         """Failed ranks, the first to fail first."""
@@ -199,6 +210,47 @@ class Orchestrator:
             "last_line": i.last_line,
             "engine": i.engine.to_json() if i.engine is not None else None,
         } for i in self.ranks]
+
+    def status_document(self, nodes: list[dict[str, object]], allocation: str | None, *,
+                        watchdog: str | None, follower: str | None = None) -> dict[str, Any]:
+        """What ``status`` shows of the recipe now, as one document (``backend.statusdoc``).
+        ``nodes``: each node's latest telemetry (``NodeTelemetry.to_json``); ``watchdog``: the
+        watchdog's line (``core.restarts.summary``); ``follower``: who keeps the document
+        (``the console``, ``the watch``), None when ``status`` worked it out itself."""
+        run = self.run
+        canary = self.canary_state()
+        stall = self.stall()
+        return {
+            "recipe": self.recipe.slug, "title": self.recipe.title, "cluster": self.cluster.name,
+            "run": run.id if run else None, "plan_hash": self.plan.plan_hash,
+            "ranks": self.status(), "checks": self.checks.to_json(), "watchdog": watchdog,
+            "canary": canary.to_json() if canary is not None else None,
+            "owner": self.owner, "held": [h.to_json() for h in self.held],
+            "held_phrases": held_groups(self.held), "allocation": allocation,
+            "stall": stall.to_json() if stall is not None else None, "nodes": nodes,
+            "restart_hint": bool(self.failures()) and any(r.has_container for r in self.ranks),
+            "source": {"follower": follower, "pid": os.getpid(), "at": time.time()},
+        }
+
+    def _kept_document(self) -> tuple[Path, str] | None:
+        """The document the follower keeps (``StatusKeeper``), secrets masked as the run's files
+        are; none while it would send a status asking the nodes itself anyway: a follower that
+        samples no node (``up --wait``, ``logs -f``), a node not sampled yet, a scheduler not
+        asked yet. The watchdog's line reads the run's events again only when they grew."""
+        run, latest = self.run, self.sampled()
+        names = self.node_names()
+        if run is None or latest is None or any(n not in latest for n in names) \
+                or not self.allocation_asked:
+            return None
+        try:
+            size = (run.dir / "events.jsonl").stat().st_size
+        except OSError:
+            size = -1
+        if self._watchdog_said is None or self._watchdog_said[0] != size:
+            self._watchdog_said = (size, watchdog_summary(run, self.recipe.spec.restart))
+        doc = self.status_document([latest[n].to_json() for n in names], self.allocation_said,
+                                   watchdog=self._watchdog_said[1], follower=self.who)
+        return run.dir, json.dumps(self.board.redactor.data(doc), separators=(",", ":"))
 
     def stall(self) -> Stall | None:
         """The booting rank that went quiet (``core.stall``), as the boot watch sees it now."""
@@ -685,7 +737,8 @@ class Orchestrator:
             self.board.notice("info", "another sparktui is following this run; showing its files")
             return
         self.following = True
-        self.keeper = StatusKeeper(self)
+        self.keeper = StatusKeeper(self._kept_document,
+                                   lambda text: self.board.notice("warning", text))
         for info in self.ranks:
             if info.container_id and not self.follower.following(info.rank):
                 self.follower.follow(info)
@@ -725,11 +778,13 @@ class Orchestrator:
         said: str | None = None
         while not self._closed:
             text = await self.allocation() or ""
-            self.allocation_said = text or None
+            self.allocation_said, self.allocation_asked = text or None, True
             if text != said:
                 self.emit(AllocationChanged(text))
                 said = text
-            await asyncio.sleep(ALLOCATION_EVERY_S)
+            # while the group boots (a group restart is a new job) its allocation is news
+            calm = all(info.state == "ready" for info in self.ranks)
+            await asyncio.sleep(ALLOCATION_EVERY_S if calm else ALLOCATION_BOOTING_S)
 
     async def wait(self, timeout: float | None = None, grace: float = 3.0) -> bool:
         """Until every rank is ready (True) or one failed / the time ran out (False)."""

@@ -18,9 +18,7 @@ from typing import TYPE_CHECKING
 from sparktui.backend.events import Event, RankChanged
 from sparktui.core.errors import sentence
 from sparktui.core.recipe import RestartPolicy
-from sparktui.core.restarts import could_not_start
-from sparktui.core.runstore import Run
-from sparktui.core.units import format_duration
+from sparktui.core.restarts import budget_text, could_not_start, restarts_in_window
 
 if TYPE_CHECKING:
     from sparktui.backend.orchestrator import Orchestrator
@@ -30,30 +28,6 @@ SMOKE_FAILURES = 2  # in a row, before the group counts as dead
 GRACE_S = 2.0  # a TP group falls within moments: then the first to fail is known
 SETTLE_S = 15.0  # ... once each failed rank's own end is seen: on a loaded machine that lags
 RETRY_S = 5.0  # after a restart that failed (a node's engine or link was down): once more
-
-
-def restarts_in_window(run: Run, window_s: float, now: float | None = None) -> list[float]:
-    """When the watchdog restarted this run's group within the window (epoch seconds)."""
-    now = time.time() if now is None else now
-    return [float(ev["at"]) for ev in run.events()
-            if ev.get("kind") == "watchdog" and ev.get("action") == "restart"
-            and isinstance(ev.get("at"), (int, float)) and now - float(ev["at"]) <= window_s]
-
-
-def budget_text(policy: RestartPolicy) -> str:
-    return f"{policy.max} in {format_duration(policy.window_s)}"
-
-
-def summary(run: Run | None, policy: RestartPolicy) -> str | None:
-    """One line for ``status``: the policy and what it spent in its window (whoever ran it)."""
-    if policy.policy == "off":
-        return None
-    used = len(restarts_in_window(run, policy.window_s)) if run is not None else 0
-    text = f"watchdog: {used} of {budget_text(policy)} group restarts used"
-    last = [ev for ev in run.events() if ev.get("kind") == "watchdog"][-1:] if run is not None else []
-    if last and last[0].get("action") == "budget-spent":
-        text += f"; restart budget spent ({budget_text(policy)}): the group stays failed"
-    return text
 
 
 class Watchdog:

@@ -22,7 +22,6 @@ from sparktui import __version__
 from sparktui.backend.bundle import NODE_S, NodeFacts, all_node_facts, run_checks
 from sparktui.backend.orchestrator import Orchestrator
 from sparktui.backend.runtimes.registry import access_problems
-from sparktui.backend.watchdog import summary as watchdog_summary
 from sparktui.cli import exits, render
 from sparktui.cli.recipes import load_plan
 from sparktui.cli.render import plain
@@ -41,6 +40,7 @@ from sparktui.core.errors import SparkError
 from sparktui.core.names import UnsafeName
 from sparktui.core.plan import Plan
 from sparktui.core.redact import Redactor
+from sparktui.core.restarts import summary as watchdog_summary
 from sparktui.core.runstore import Run, RunStore
 from sparktui.core.units import format_bytes
 

@@ -17,15 +17,14 @@ from sparktui.backend.orchestrator import LaunchOrder, Orchestrator
 from sparktui.backend.owners import held_groups
 from sparktui.backend.runtimes.registry import access_problems
 from sparktui.backend.smoke import SmokeOutcome, SmokeResult, SmokeSummary
-from sparktui.backend.statusdoc import document, node_json
 from sparktui.backend.together import together
-from sparktui.backend.watchdog import summary as watchdog_summary
 from sparktui.cli import exits, render
 from sparktui.cli.recipes import load_plan
 from sparktui.cli.render import STATE_STYLE, plain
 from sparktui.config import state_dir
 from sparktui.core.controls import visible
 from sparktui.core.errors import ConfigError, SparkError
+from sparktui.core.restarts import summary as watchdog_summary
 from sparktui.core.timing import mark
 from sparktui.core.units import format_bytes
 
@@ -286,8 +285,8 @@ def live_status(args: argparse.Namespace, loaded: Loaded) -> dict[str, Any]:
             allocated = asyncio.ensure_future(orch.allocation())
             await together(orch.refresh_health(), orch.refresh_engines(), sampled, allocated)
             mark("status: health, engines and nodes")
-            return document(orch, [node_json(t) for t in sampled.result()], allocated.result(),
-                            watchdog=watchdog_summary(orch.run, orch.recipe.spec.restart))
+            return orch.status_document([t.to_json() for t in sampled.result()], allocated.result(),
+                                        watchdog=watchdog_summary(orch.run, orch.recipe.spec.restart))
     doc = asyncio.run(go())
     args.leave_at_once = True  # every connection and the loop closed: no teardown needed
     return doc

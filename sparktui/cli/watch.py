@@ -11,11 +11,11 @@ import contextlib
 import signal
 
 from sparktui.backend.exporter import LOOPBACK, StateCollector, listen_address, serve
-from sparktui.backend.watchdog import Watchdog, budget_text
+from sparktui.backend.watchdog import Watchdog
 from sparktui.cli.ops import EventPrinter, _opened, _run, err, not_yours
 from sparktui.cli.render import plain
 from sparktui.core.errors import SparkError
-from sparktui.core.restarts import cut_short
+from sparktui.core.restarts import budget_text, cut_short
 
 REFRESH_S = 1.0
 """How often the state ``--metrics`` serves is rebuilt (a Prometheus scrape is 15 s apart)."""

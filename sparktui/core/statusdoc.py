@@ -7,8 +7,9 @@ writes that as ``status.json`` (``backend.statusdoc``) every ``KEEP_EVERY_S``, s
 beside it reads one file instead of importing the backend, connecting to every node and
 catching up (0.2 s instead of 0.7 s: issue 30). The document is shown only while it is the
 truth: the process that wrote it still holds the run, wrote it within ``FRESH_S``, for this
-run, this cluster and this plan (its hash covers the recipe's every value); otherwise ``status``
-works it out itself, as before.
+run, this cluster and this plan (its hash covers the recipe's every value), and it samples every
+node now; otherwise ``status`` works it out itself, as before (and a node that does not answer
+is named, with why, by its own connect).
 """
 
 from __future__ import annotations
@@ -70,4 +71,8 @@ def followed_status(run: Run, *, plan_hash: str, cluster: str, now: float) -> di
         return None
     if (doc.get("run"), doc.get("plan_hash"), doc.get("cluster")) != (run.id, plan_hash, cluster):
         return None
+    nodes = doc.get("nodes")
+    if not isinstance(nodes, list) or any(not isinstance(n, dict) or n.get("status") != "ok"
+                                          for n in nodes):
+        return None  # a node the follower cannot sample now: status asks it and says why
     return doc

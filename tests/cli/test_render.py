@@ -9,7 +9,6 @@ from rich.console import Console, RenderableType
 
 from sparktui.backend.doctor import Finding
 from sparktui.backend.events import NodeTelemetry
-from sparktui.backend.statusdoc import node_json
 from sparktui.cli import render
 from sparktui.core.telemetry import DiskSample, GpuSample, NodeSample
 
@@ -78,7 +77,7 @@ def sample(**over: object) -> NodeSample:
 
 def as_document(*nodes: NodeTelemetry) -> list[dict[str, object]]:
     """The nodes as a status document holds them: JSON, read back."""
-    return list(json.loads(json.dumps([node_json(t) for t in nodes])))
+    return list(json.loads(json.dumps([t.to_json() for t in nodes])))
 
 
 def test_node_lines_one_per_node() -> None:

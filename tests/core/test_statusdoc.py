@@ -36,8 +36,10 @@ def held(tmp_path: Path) -> Iterator[tuple[Run, int]]:
 
 
 def doc(of: Run, pid: int, at: float, **over: object) -> dict[str, object]:
-    return {"recipe": "demo", "run": of.id, "plan_hash": PLAN, "cluster": "local",
-            "ranks": [], "source": {"follower": "the watch", "pid": pid, "at": at}, **over}
+    return {"recipe": "demo", "run": of.id, "plan_hash": PLAN, "cluster": "local", "ranks": [],
+            "nodes": [{"node": f"local{i}", "status": "ok", "detail": "", "warnings": [],
+                       "sample": {}} for i in range(2)],
+            "source": {"follower": "the watch", "pid": pid, "at": at}, **over}
 
 
 def shown(run: Run) -> dict[str, object] | None:
@@ -54,7 +56,8 @@ def test_the_followers_fresh_document_is_shown(held: tuple[Run, int]) -> None:
 
 
 @pytest.mark.parametrize("why", ["old", "future", "other pid", "other run", "other plan",
-                                 "other cluster", "damaged", "not an object", "no source"])
+                                 "other cluster", "a node stale", "damaged", "not an object",
+                                 "no source"])
 def test_a_document_that_may_not_be_the_truth_is_not_shown(held: tuple[Run, int], why: str) -> None:
     run, pid = held
     now = time.time()
@@ -65,6 +68,9 @@ def test_a_document_that_may_not_be_the_truth_is_not_shown(held: tuple[Run, int]
         "other run": json.dumps(doc(run, pid, now, run="demo-20200101-000000")),
         "other plan": json.dumps(doc(run, pid, now, plan_hash="ffff0000")),  # the recipe changed
         "other cluster": json.dumps(doc(run, pid, now, cluster="sparks")),
+        # the follower cannot sample it now: status asks the node itself and says why
+        "a node stale": json.dumps(doc(run, pid, now, nodes=[
+            {"node": "local0", "status": "ok"}, {"node": "local1", "status": "stale"}])),
         "damaged": json.dumps(doc(run, pid, now))[:-20],
         "not an object": "[1, 2]",
         "no source": json.dumps({**doc(run, pid, now), "source": None}),
