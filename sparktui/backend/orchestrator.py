@@ -782,9 +782,12 @@ class Orchestrator:
             if text != said:
                 self.emit(AllocationChanged(text))
                 said = text
-            # while the group boots (a group restart is a new job) its allocation is news
-            calm = all(info.state == "ready" for info in self.ranks)
-            await asyncio.sleep(ALLOCATION_EVERY_S if calm else ALLOCATION_BOOTING_S)
+            # while a rank is not ready (a group restart is a new job) the allocation is news:
+            # asked every second then, and a rank that falls is seen within one
+            for _ in range(round(ALLOCATION_EVERY_S / ALLOCATION_BOOTING_S)):
+                await asyncio.sleep(ALLOCATION_BOOTING_S)
+                if not all(info.state == "ready" for info in self.ranks):
+                    break
 
     async def wait(self, timeout: float | None = None, grace: float = 3.0) -> bool:
         """Until every rank is ready (True) or one failed / the time ran out (False)."""
