@@ -3,13 +3,14 @@
 A console or a ``watch`` that follows a run (it holds ``follow.lock``) already knows everything
 ``sparktui status`` would work out: every rank's state from its containers' events and lines,
 the boot checks, health from its probes, the engines, the nodes' telemetry, the allocation. It
-writes that as ``status.json`` (``backend.statusdoc``) every ``KEEP_EVERY_S``, so a ``status``
-beside it reads one file instead of importing the backend, connecting to every node and
-catching up (0.2 s instead of 0.7 s: issue 30). The document is shown only while it is the
-truth: the process that wrote it still holds the run, wrote it within ``FRESH_S``, for this
-run, this cluster and this plan (its hash covers the recipe's every value), and it samples every
-node now; otherwise ``status`` works it out itself, as before (and a node that does not answer
-is named, with why, by its own connect).
+writes that as ``status.json`` (``backend.statusdoc``) every ``KEEP_EVERY_S`` and at once when
+it changes, so a ``status`` beside it reads one file instead of importing the backend,
+connecting to every node and catching up (0.2 s instead of 0.7 s: issue 30).
+
+The document is shown only while it is the truth: the process that wrote it still holds the
+run, wrote it within ``FRESH_S``, for this run, this cluster and this plan (its hash covers the
+recipe's every value), and samples every node now. Otherwise ``status`` works it out itself,
+as before (and a node that does not answer is named, with why, by its own connect).
 """
 
 from __future__ import annotations
