@@ -737,8 +737,6 @@ class Orchestrator:
             self.board.notice("info", "another sparktui is following this run; showing its files")
             return
         self.following = True
-        self.keeper = StatusKeeper(self._kept_document,
-                                   lambda text: self.board.notice("warning", text))
         for info in self.ranks:
             if info.container_id and not self.follower.following(info.rank):
                 self.follower.follow(info)
@@ -756,8 +754,10 @@ class Orchestrator:
             jobs["engines"] = self.engines.loop
         if self.metrics.interval is not None and self.metrics.ranks:
             jobs["metrics"] = self.metrics.loop
-        if self.keeper is not None:
-            jobs["status"] = self.keeper.loop
+        if self.keeper is None:  # one, whichever way this process came to follow the run
+            self.keeper = StatusKeeper(self._kept_document,
+                                       lambda text: self.board.notice("warning", text))
+        jobs["status"] = self.keeper.loop
         for name, job in jobs.items():
             if name not in self._tasks or self._tasks[name].done():
                 self._tasks[name] = asyncio.create_task(job(), name=name)

@@ -9,6 +9,7 @@ run that the boot had ended (the reported 5/11 where the console had shown 10/11
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -84,11 +85,18 @@ async def test_status_and_reattach_show_what_the_console_showed(crashing_demo: D
         assert shown[0]["failed"] >= 2, shown  # the added check, and the NCCL error seen on rank 2
         assert verdicts[("must_show", ADDED)] == "failed"
         assert verdicts[("must_not_show", "Traceback (most recent call last):")] == "failed"
+        # beside the console, status shows the console's own document: what it shows
+        beside = json.loads((await asyncio.to_thread(
+            cli, "status", str(crashing_demo.folder), "--json")).stdout)
+        assert beside["source"]["follower"] == "the console", beside["source"]
+        assert {r["rank"]: r["checks"] for r in beside["ranks"]} == shown
+        assert {(c["kind"], c["pattern"]): c["state"] for c in beside["checks"]} == verdicts
         await pilot.press("q")
 
     res = cli("status", str(crashing_demo.folder), "--json")
     assert res.returncode == 0, res.stderr
     status = json.loads(res.stdout)
+    assert status["source"]["follower"] is None  # the console gone: worked out here
     assert {r["rank"]: r["checks"] for r in status["ranks"]} == shown
     assert {(c["kind"], c["pattern"]): c["state"] for c in status["checks"]} == verdicts
 
