@@ -203,7 +203,9 @@ class Orchestrator:
         now = time.time()
         return [{
             "rank": i.rank, "node": i.node.name, "state": i.state,
-            "container_id": i.container_id, "exit_code": i.exit_code, "restarts": i.restarts,
+            # one down removed is no container, as a status that attaches afterwards finds
+            "container_id": i.container_id if i.has_container else None,
+            "exit_code": i.exit_code, "restarts": i.restarts,
             "checks": self.checks.rank_summary(i.rank), "health": i.health, "detail": i.detail,
             "cause": i.cause.code if i.cause is not None else None,
             "silent_s": None if (quiet := i.silent_s(now)) is None else round(quiet, 1),
