@@ -605,13 +605,14 @@ class SlurmDocker:
     async def allocation(self) -> str | None:
         """``Slurm job 12 running on node[0-3] (partition spark), 1:58:10 left``, or why it
         waits; None when this operator holds no job of the run."""
-        if self.job is None:
+        job = self.job  # a restart or a release may replace it while squeue answers
+        if job is None:
             return None
-        now = await self.job_of(self.job.id)
+        now = await self.job_of(job.id)
         if now is None:
-            return f"Slurm job {self.job.id} ended"
-        if self.job.running or not now.running:
-            self.job = replace(now, folder=now.folder or self.job.folder)
+            return f"Slurm job {job.id} ended"
+        if self.job is job and (job.running or not now.running):
+            self.job = replace(now, folder=now.folder or job.folder)
         return job_sentence(now, self.settings.partition)
 
     # -- Allocation ---------------------------------------------------------------------------
