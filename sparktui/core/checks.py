@@ -90,6 +90,21 @@ def _decided(check: Check) -> CheckState:
     return "failed" if check.kind == "must_not_show" else "passed"
 
 
+def _verdict(check: Check, states: list[CheckState]) -> CheckState:
+    """A check's verdict from its state on each rank it concerns (``BootChecks.overall``)."""
+    if check.kind == "must_not_show":
+        if "failed" in states:
+            return "failed"
+        return "passed" if states and all(s == "passed" for s in states) else "pending"
+    if check.ranks == "any":
+        if "passed" in states:
+            return "passed"
+        return "failed" if states and all(s == "failed" for s in states) else "pending"
+    if all(s == "passed" for s in states):
+        return "passed"
+    return "failed" if "failed" in states else "pending"
+
+
 @dataclass
 class BootChecks:
     """All checks of a run, per rank. Feed it numbered lines; it reports what changed."""
@@ -240,18 +255,7 @@ class BootChecks:
 
     def overall(self, check: Check) -> CheckState:
         """``any``: one rank suffices; ``all`` and lists: every listed rank."""
-        states = [st.state for _, st in self._of(check)]
-        if check.kind == "must_not_show":
-            if "failed" in states:
-                return "failed"
-            return "passed" if states and all(s == "passed" for s in states) else "pending"
-        if check.ranks == "any":
-            if "passed" in states:
-                return "passed"
-            return "failed" if states and all(s == "failed" for s in states) else "pending"
-        if all(s == "passed" for s in states):
-            return "passed"
-        return "failed" if "failed" in states else "pending"
+        return _verdict(check, [st.state for _, st in self._of(check)])
 
     def rank_summary(self, rank: int) -> dict[str, int]:
         """passed/failed/pending over the checks that concern ``rank``; an ``any`` check counts
@@ -294,8 +298,9 @@ class BootChecks:
         says what one worked out here says."""
         out: list[dict[str, object]] = []
         for check in self.checks:
+            of = self._of(check)  # read once: the verdict, where it failed and each rank's state
             per_rank: list[dict[str, object]] = []
-            for rank, st in self._of(check):
+            for rank, st in of:
                 per_rank.append({"rank": rank, "state": st.state,
                                  "line": st.match.line_no if st.match else None,
                                  "text": st.match.text if st.match else None})
@@ -303,8 +308,10 @@ class BootChecks:
                     per_rank[-1]["args"] = ({**st.report.to_json(), "summary": st.report.summary()}
                                             if st.report else None)
             out.append({"id": check.id, "kind": check.kind, "pattern": check.pattern,
-                        "ranks": check.ranks, "added": check.added, "state": self.overall(check),
-                        "failed_on": self.failed_on(check), "per_rank": per_rank})
+                        "ranks": check.ranks, "added": check.added,
+                        "state": _verdict(check, [st.state for _, st in of]),
+                        "failed_on": [r for r, st in of if st.state == "failed"],
+                        "per_rank": per_rank})
         return out
 
     def ready_seen(self, rank: int) -> bool:
