@@ -39,7 +39,7 @@ from .image import build_image
 from .layout import Node, Paths, Slurm, Testbed, locked, write_cluster_file, write_slurm_cluster_file
 from .loginshell import set_login_shell
 from .mounts import is_mountpoint, mounts, ns_dir_private, setup_mntns, umount_under, under
-from .netns import leftovers, remove_forward_rule, setup_bridge, setup_netns
+from .netns import leftovers, link_exists, remove_forward_rule, setup_bridge, setup_netns
 from .procs import daemon_pid, ns_file_inode, tcp_open
 from .runner import TestbedError, log, parallel, run, set_verbose, step
 from .verify import verify_testbed
@@ -82,7 +82,7 @@ def status(state_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     health = _health(tb)
     slurm_health = slurm.health(tb.slurm, tb.nodes) if tb.slurm else None
     ok = (
-        Path(f"/sys/class/net/{BRIDGE}").exists()
+        link_exists(BRIDGE)
         and all(
             h["netns"] and h["mntns"] and h["ssh_port_open"] and h["docker_ping"]
             and h["image_id"] == tb.image_id
@@ -138,7 +138,7 @@ def up(
 
 
 def _try_reuse(tb: Testbed, paths: Paths) -> Testbed | None:
-    if not Path(f"/sys/class/net/{BRIDGE}").exists():
+    if not link_exists(BRIDGE):
         return None
     for said in faults.mend_all(tb):  # what a fault test or the chaos soak left
         log(f"reuse: {said}")
@@ -354,7 +354,7 @@ def _down_locked(paths: Paths, *, purge: bool) -> list[str]:
             indices.add(int(m.group(1)))
     login = paths.login()
     has_login = any(Path(p).exists() for p in (login.netns_path, login.mntns, login.dir))
-    if not indices and not has_login and not Path(f"/sys/class/net/{BRIDGE}").exists():
+    if not indices and not has_login and not link_exists(BRIDGE):
         remove_forward_rule()
         return _cleanup_files(paths, purge)
     # the login node (munged, slurmctld, its sshd) goes with the nodes (each slurmd and step)
@@ -366,7 +366,7 @@ def _down_locked(paths: Paths, *, purge: bool) -> list[str]:
             for res in ex.map(daemons.stop_node, nodes):
                 problems += res
     remove_forward_rule()
-    if Path(f"/sys/class/net/{BRIDGE}").exists():
+    if link_exists(BRIDGE):
         cp = run(["ip", "link", "del", BRIDGE], what="ip link del", check=False)
         if cp.returncode != 0:
             problems.append(f"ip link del {BRIDGE}: {cp.stderr.decode().strip()}")

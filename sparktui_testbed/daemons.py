@@ -23,6 +23,7 @@ from . import docker_api
 from .config import SSHD, T_DOCKERD, T_SSHD, T_STOP
 from .layout import Node, Paths
 from .mounts import is_mountpoint, rm_cgroups
+from .netns import link_exists
 from .procs import (
     alive,
     all_pids,
@@ -243,7 +244,7 @@ def stop_node(node: Node) -> list[str]:
         if cp.returncode != 0:
             problems.append(f"{node.name}: ip netns del: {cp.stderr.decode().strip()}")
     veth = node.veth
-    if Path(f"/sys/class/net/{veth}").exists():
+    if link_exists(veth):
         run(["ip", "link", "del", veth], what="ip link del", check=False)
     rm_cgroups(node.netns)
     return problems

@@ -9,7 +9,6 @@ removed on teardown. leftovers() finds what a crashed run left behind, by name.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -30,9 +29,22 @@ from .layout import Node
 from .runner import TestbedError, daemon_env, run, step
 
 
+def links() -> list[str]:
+    """The network devices of this process's namespace. Not /sys/class/net: sysfs shows the
+    namespace of whoever mounted it, so under ``unshare -n`` it names the host's devices, and a
+    bridge made in our namespace looks absent (a second ``up`` in the same run then refused to
+    make it again, its subnet already routed)."""
+    text = Path("/proc/self/net/dev").read_text()
+    return [line.split(":", 1)[0].strip() for line in text.splitlines()[2:] if ":" in line]
+
+
+def link_exists(name: str) -> bool:
+    return name in links()
+
+
 def setup_bridge() -> None:
     with step(None, f"create bridge {BRIDGE}"):
-        if not Path(f"/sys/class/net/{BRIDGE}").exists():
+        if not link_exists(BRIDGE):
             cp = run(
                 ["ip", "-4", "route", "show", f"{SUBNET_PREFIX}0/{PREFIX_LEN}"], what="ip route", check=False
             )
@@ -146,7 +158,7 @@ def leftovers() -> list[str]:
         name = line.split()[0] if line.split() else ""
         if NETNS_RE.match(name) or name == LOGIN_NETNS:
             found.append(f"netns {name}")
-    for dev in sorted(os.listdir("/sys/class/net")):
+    for dev in sorted(links()):
         if dev in (BRIDGE, LOGIN_VETH) or VETH_RE.match(dev):
             found.append(f"link {dev}")
     return found

@@ -306,3 +306,24 @@ def test_login_shell_changes_one_node_only_and_is_put_back(testbed: Any) -> None
     finally:
         tbm.login_shell(testbed.state_dir, node.name, None)
     assert _run(shell_of(node)) == "_"
+
+
+def test_links_are_this_network_namespaces_own() -> None:
+    """Under ``unshare -n`` (how the benches and lanes run) the testbed sees the devices of its
+    own namespace, not sysfs's: a bridge it made there is found again by ``down`` and the next
+    ``up`` (a bench of two cluster sizes rebuilt the cluster in one namespace and was refused)."""
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        (pytest.fail if IN_CI else pytest.skip)("needs root and unshare")
+    probe = (
+        "import subprocess\n"
+        "from sparktui_testbed.netns import link_exists, links\n"
+        "before = links()\n"
+        "subprocess.run(['ip', 'link', 'add', 'sptbprobe0', 'type', 'bridge'], check=True)\n"
+        "print(before, link_exists('sptbprobe0'), links())\n"
+    )
+    out = subprocess.run(["unshare", "-n", sys.executable, "-c", probe], capture_output=True,
+                         text=True, check=True, timeout=30).stdout
+    assert out.strip() == "['lo'] True ['lo', 'sptbprobe0']"
