@@ -26,6 +26,7 @@ from sparktui.core.linear import Regex
 from sparktui.core.ranks import LAST_LINES, Cause, RankInfo
 from sparktui.core.replay import REPLAY_FILE, ReplayCache, deciding_lines, last_lines
 from sparktui.core.runstore import (
+    END_FIRST,
     NEXT_CONTAINER,
     RankLog,
     Run,
@@ -238,7 +239,7 @@ class LogFollower:
 
         def read(info: RankInfo) -> tuple[list[tuple[int, str]], list[str], tuple[str, str] | None]:
             log = run.log(info.rank)
-            end = log.end()  # its last megabyte, read once for its last lines and its progress
+            end = log.end(END_FIRST)  # read once for its last lines and its progress
             batch, recent = _since_restart(log, restarts.get(info.rank),
                                            checks.open_patterns(info.rank), end=end, cache=cache,
                                            rank=info.rank, rewinds=rewinds[info.rank])

@@ -31,7 +31,7 @@ from sparktui.core.linear import Regex
 from sparktui.core.linefilter import LineFilter
 from sparktui.core.private import private_open
 from sparktui.core.rungrep import end_print, numbered, tail
-from sparktui.core.runstore import RankLog
+from sparktui.core.runstore import END_MOST, RankLog
 
 REPLAY_FILE = "replay.json"
 """In a run's folder: what the replays of its files found, and where each stopped."""
@@ -143,15 +143,28 @@ class ReplayCache:
 def last_lines(path: Path, after: int, count: int,
                end: tuple[bytes, int] | None = None) -> list[str]:
     """The texts of the file's last ``count`` lines after line ``after``: from the file's end
-    (``end``: its last bytes and its size, ``RankLog.end``) when every line counts (no
-    restart), else numbered from its start (``tail``)."""
+    (``end``: its last bytes and its size, ``RankLog.end``; widened to its last ``END_MOST``
+    bytes when those hold too few lines) when every line counts (no restart), else numbered
+    from its start (``tail``)."""
     if after == 0 and count > 0:
         raw, size = end if end is not None else RankLog(path).end()
-        if not size:
-            return []
-        rows = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")  # as ``read``
-        if rows and rows[-1] == b"":
-            rows.pop()
-        if size <= len(raw) or len(rows) > count:  # the first row may be cut: never one of these
-            return [row.partition(b"\t")[2].decode("utf-8", "replace") for row in rows[-count:]]
+        found = _last_rows(raw, size, count)
+        if found is None and len(raw) < min(size, END_MOST):
+            raw, size = RankLog(path).end()
+            found = _last_rows(raw, size, count)
+        if found is not None:
+            return found
     return [text for _ts, _rank, no, text in tail(path, 0, count) if no > after]
+
+
+def _last_rows(raw: bytes, size: int, count: int) -> list[str] | None:
+    """The texts of the last ``count`` lines in a file's last bytes ``raw`` (of ``size`` in
+    all), or None when they hold fewer whole lines and the file more."""
+    if not size:
+        return []
+    rows = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")  # as ``read``
+    if rows and rows[-1] == b"":
+        rows.pop()
+    if size <= len(raw) or len(rows) > count:  # the first row may be cut: never one of these
+        return [row.partition(b"\t")[2].decode("utf-8", "replace") for row in rows[-count:]]
+    return None

@@ -19,7 +19,7 @@ from sparktui.core.engines import engine
 from sparktui.core.plan import build_plan
 from sparktui.core.recipe import load_recipe
 from sparktui.core.replay import REPLAY_FILE, ReplayCache, deciding_lines, last_lines
-from sparktui.core.runstore import RankLog
+from sparktui.core.runstore import END_FIRST, RankLog
 from tests.conftest import RECIPES, SEED
 
 PIECES = [
@@ -167,3 +167,35 @@ def test_a_kept_search_is_read_and_only_the_new_lines_searched(tmp_path: Path) -
     kept.write_text("{not json")
     assert deciding_lines(path, 0, patterns, ReplayCache.load(kept), 0) == \
         [*whole, (37, "KV cache ready: #tokens=1")]
+
+
+@settings(max_examples=80, deadline=None)
+@given(rows=st.lists(st.sampled_from([*PIECES, "x" * 3000, "Decode batch. " * 40]), max_size=60),
+       first=st.sampled_from([1, 64, 512, 4096, 1 << 16]))
+def test_a_narrow_first_read_of_the_end_gives_what_the_wide_one_does(
+        tmp_path_factory: object, rows: list[str], first: int) -> None:
+    """An attach reads each rank's last 64 KiB first (``END_FIRST``); when they hold too few
+    lines, or no line of progress, the last lines and the last progress line are those of the
+    last megabyte all the same."""
+    path = tmp_path_factory.mktemp("end") / "r0.log"  # type: ignore[attr-defined]
+    write(path, rows)
+    log = RankLog(path)
+    narrow = log.end(first)
+    assert last_lines(path, 0, 20, narrow) == last_lines(path, 0, 20, log.end())
+    for keep in (lambda text: "Decode" not in text, lambda text: text.startswith("x")):
+        assert log.last(keep, end=narrow) == log.last(keep, end=log.end())
+
+
+def test_a_progress_line_beyond_the_first_read_is_found(tmp_path: Path) -> None:
+    """A rank whose last 64 KiB are all request lines (its probes, a line a second): its last
+    progress line is further back, in its last megabyte, and is found there."""
+    path = tmp_path / "r0.log"
+    request = b'2026-12-03T10:00:02Z\tINFO:     127.0.0.1:5000 - "GET /health HTTP/1.1" 200 OK\n'
+    path.write_bytes(b"2026-12-03T10:00:00Z\tearly\n" * 100 + b"2026-12-03T10:00:01Z\tKV cache ready\n"
+                     + request * 2000)
+    log = RankLog(path)
+    narrow = log.end(END_FIRST)
+    assert len(narrow[0]) == END_FIRST < narrow[1]
+    assert log.last(lambda text: "GET /health" not in text, end=narrow) == \
+        ("2026-12-03T10:00:01Z", "KV cache ready")
+    assert last_lines(path, 0, 2, narrow) == [request[21:-1].decode()] * 2
