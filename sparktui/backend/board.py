@@ -19,6 +19,7 @@ from sparktui.core.engines import PEER_LOST_LINES, engine
 from sparktui.core.plan import Plan
 from sparktui.core.ranks import (
     BOOTING,
+    CAUSE_EVENT,
     RUNNING,
     Cause,
     RankInfo,
@@ -138,6 +139,7 @@ class Board:
         if self.run is not None:
             self.run.event("rank", rank=info.rank, state=state, detail=info.detail,
                            cause=cause.code if cause is not None else None,
+                           why=cause.to_json() if cause is not None else None,
                            exit_code=info.exit_code, container_id=info.container_id)
         self.announce(info)
         if state in ("failed", "restarting") and self.formed:
@@ -217,6 +219,11 @@ class Board:
                 self.fell_with[rank] = first.rank
                 before = self.own[rank][1] if rank == cause and rank in self.own else None
                 self.ranks[rank].cause = Cause("group_fell", rank=first.rank, before=before)
+            if self.run is not None:  # an attach says these again (``restore_said``)
+                for said in (first, *(self.ranks[r] for r in self.fell_with)):
+                    if said.cause is not None:
+                        self.run.event(CAUSE_EVENT, rank=said.rank, container_id=said.container_id,
+                                       detail=said.detail, why=said.cause.to_json())
         for changed in self.ranks:
             self.announce(changed)
 

@@ -85,7 +85,7 @@ from sparktui.core.names import UnsafeName, is_safe
 from sparktui.core.ownership import Adoptions, default_owner, owner_name, owner_of
 from sparktui.core.plan import LABEL_CLUSTER, LABEL_PLAN, LABEL_RANK, LABEL_RECIPE, Plan, RankPlan
 from sparktui.core.ports import BusyPort, PortsInUse
-from sparktui.core.ranks import RUNNING, Cause, CauseCode, RankInfo, first_failures
+from sparktui.core.ranks import RUNNING, Cause, CauseCode, RankInfo, first_failures, restore_said
 from sparktui.core.recipe import Recipe
 from sparktui.core.restarts import cut_short
 from sparktui.core.restarts import summary as watchdog_summary
@@ -398,6 +398,7 @@ class Orchestrator:
         self._start_run(run, fresh=False)
         events = await asyncio.to_thread(run.events)  # read once, off the loop: a long run's is big
         self._restore_counts(events)
+        restore_said(self.ranks, events)  # what the follower that saw a rank fail said of it
         restore_causes(self.ranks, events)  # a rank the memory guard stopped says so
         self._restore_wait(events)
         mark("attach: events read")

@@ -13,7 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from sparktui.core.cluster import Node
 from sparktui.core.engines import Engine, ReadyFacts
@@ -39,6 +39,12 @@ CauseCode = Literal["boot_timeout", "fatal_line", "exited", "no_exit_code", "not
                     "engine_gone", "memory", "oom_killed", "memory_wait"]
 """Why a rank is in its state, as a code: what the board sets and the console and CLI read.
 The sentence shown (``Cause.sentence``) and its short form (``Cause.reason``) derive from it."""
+
+
+CAUSE_CODES: frozenset[str] = frozenset(get_args(CauseCode))
+CAUSE_EVENT = "cause"
+"""A failed rank's cause said again after its failure (``Board.name_first`` naming the rank that
+failed first): the run's events hold every cause a follower said, whole."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,38 @@ class Cause:
             case _:
                 return f"{self.reason}: {self.text}" if self.text else self.reason
 
+    def to_json(self) -> dict[str, Any]:
+        """The cause whole, as the run's events keep it: an attach says it again
+        (``restore_said``), last lines and the rank that failed first included."""
+        out: dict[str, Any] = {"code": self.code}
+        for key in ("exit_code", "rank", "line_no", "seconds", "text"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        if self.before is not None:
+            out["before"] = self.before.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, data: object, depth: int = 0) -> Cause | None:
+        """A cause ``to_json`` wrote; None for anything else (an event of another version, a
+        file edited by hand)."""
+        if not isinstance(data, dict) or data.get("code") not in CAUSE_CODES or depth > 2:
+            return None
+        ints = [data.get(k) for k in ("exit_code", "rank", "line_no")]
+        seconds, text = data.get("seconds"), data.get("text")
+        if (any(v is not None and (type(v) is not int) for v in ints)
+                or (seconds is not None and type(seconds) not in (int, float))
+                or (text is not None and not isinstance(text, str))):
+            return None
+        before = None
+        if data.get("before") is not None:
+            before = cls.from_json(data["before"], depth + 1)
+            if before is None:
+                return None
+        return cls(data["code"], ints[0], ints[1], ints[2],
+                   float(seconds) if seconds is not None else None, text, before)
+
     def masked(self, mask: Callable[[str], str]) -> Cause:
         """The cause with ``mask`` applied to the node's words (a secret an engine printed)."""
         before = self.before.masked(mask) if self.before is not None else None
@@ -123,6 +161,8 @@ class Cause:
 
 __all__ = [
     "BOOTING",
+    "CAUSE_CODES",
+    "CAUSE_EVENT",
     "LAST_LINES",
     "LAUNCHING",
     "RUNNING",
@@ -141,6 +181,7 @@ __all__ = [
     "by_state",
     "first_failures",
     "ready_now",
+    "restore_said",
 ]
 
 
@@ -299,3 +340,26 @@ def all_ready(ranks: list[RankInfo]) -> bool:
 
 def all_settled(ranks: list[RankInfo]) -> bool:
     return all(r.settled for r in ranks)
+
+
+def restore_said(ranks: list[RankInfo], events: Iterable[dict[str, Any]]) -> None:
+    """After an attach (``status`` once no process follows the run, a console opened again): a
+    failed rank still on the container a follower saw fail has the cause that follower said last,
+    whole (its last lines, the rank that failed first), not only its exit code. A rank since
+    launched again, or on another container, is not touched."""
+    said: dict[int, tuple[object, Cause]] = {}
+    for ev in events:
+        kind, rank = ev.get("kind"), ev.get("rank")
+        if kind == "up":
+            said.clear()
+        elif kind in ("rank", CAUSE_EVENT) and isinstance(rank, int):
+            cause = Cause.from_json(ev.get("why"))
+            if kind == "rank" and (ev.get("state") != "failed" or cause is None):
+                said.pop(rank, None)
+            elif cause is not None:
+                said[rank] = (ev.get("container_id"), cause)
+    for info in ranks:
+        got = said.get(info.rank)
+        if (got is not None and info.state == "failed" and info.container_id is not None
+                and got[0] == info.container_id):
+            info.cause = got[1]

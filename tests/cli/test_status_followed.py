@@ -75,11 +75,18 @@ def test_a_status_beside_a_watch_shows_the_watchs_document(live: Cli, tmp_path: 
         end = time.monotonic() + 20
         while True:
             doc = json.loads(live("status", SLUG, "--json").stdout)
-            if doc["ranks"][2]["state"] == "failed":
-                break
-            assert time.monotonic() < end, doc["ranks"][2]
+            if all(r["state"] == "failed" and r["exit_code"] is not None for r in doc["ranks"]):
+                break  # rank 2 and the rest of its group, each container ended
+            assert time.monotonic() < end, doc["ranks"]
             time.sleep(0.3)
         assert doc["source"]["follower"] == "the watch" and doc["restart_hint"] is True
+        said = [r["detail"] for r in doc["ranks"]]
+        assert said[2].startswith("exited with code 137: ") and "demo tick" in said[2], said
+        assert [said[r] for r in (0, 1, 3)] == ["rank 2 failed first"] * 3, said
     text, marks = marks_of(live, tmp_path, "status", SLUG)
     assert "attach: caught up" in marks and "which follows this run" not in text.stdout, marks
     assert "failed" in text.stdout and f"sparktui restart {SLUG} --group" in text.stdout
+    # the watch gone, a status worked out alone says what it said of each rank's fall
+    alone = json.loads(live("status", SLUG, "--json").stdout)
+    assert alone["source"]["follower"] is None
+    assert [r["detail"] for r in alone["ranks"]] == said

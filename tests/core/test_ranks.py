@@ -4,13 +4,18 @@ of failures and what "has a container" means."""
 from __future__ import annotations
 
 import itertools
+import json
 from typing import get_args
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sparktui.core.cluster import local_cluster
 from sparktui.core.engines import Engine, ReadyFacts, engine
 from sparktui.core.ranks import (
+    CAUSE_CODES,
+    CAUSE_EVENT,
     SETTLED,
     TRANSITIONS,
     Cause,
@@ -21,6 +26,7 @@ from sparktui.core.ranks import (
     all_settled,
     first_failures,
     ready_now,
+    restore_said,
 )
 
 STATES: tuple[RankState, ...] = get_args(RankState)
@@ -242,3 +248,67 @@ def test_a_cause_masks_the_nodes_words_only() -> None:
     masked = cause.masked(lambda t: t.replace("s3cret", "***"))
     assert masked.sentence == "rank 1 failed first; line 3: key=***"
     assert masked.before is not None and masked.before.code == "fatal_line"
+
+
+LEAVES = st.builds(Cause, st.sampled_from(sorted(CAUSE_CODES)), st.none() | st.integers(-255, 255),
+                   st.none() | st.integers(0, 63), st.none() | st.integers(1, 10**6),
+                   st.none() | st.floats(0, 1e4, allow_nan=False), st.none() | st.text(max_size=40))
+FELL = st.builds(Cause, st.just("group_fell"), rank=st.integers(0, 7), before=LEAVES)
+CAUSES = LEAVES | FELL | st.builds(Cause, st.just("group_fell"), rank=st.integers(0, 7), before=FELL)
+
+
+@given(cause=CAUSES)
+def test_a_cause_comes_back_whole_from_the_runs_events(cause: Cause) -> None:
+    """What the follower said of a rank is kept in its events as JSON and read back the same."""
+    data = json.loads(json.dumps(cause.to_json()))
+    assert Cause.from_json(data) == cause
+    assert Cause.from_json(data) is not None and Cause.from_json(data).sentence == cause.sentence  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("junk", [
+    None, "exited", [], {}, {"code": "nope"}, {"code": "exited", "exit_code": "137"},
+    {"code": "exited", "exit_code": True}, {"code": "group_fell", "rank": 1.5},
+    {"code": "exited", "text": 3}, {"code": "group_fell", "rank": 1, "before": {"code": "x"}},
+    {"code": "boot_timeout", "seconds": "120"},
+])
+def test_a_cause_not_as_to_json_writes_it_is_none(junk: object) -> None:
+    assert Cause.from_json(junk) is None
+
+
+def _failed(n: int, container: str, cause: Cause) -> RankInfo:
+    info = rank("failed", n)
+    info.container_id, info.cause = container, cause
+    return info
+
+
+def test_an_attach_says_what_the_follower_said_of_the_containers_it_saw_fail() -> None:
+    """Rank 2 killed, the rest fell with it (named by ``name_first`` after the fact): an attach
+    that found only exit codes says what the follower said, for the same containers only."""
+    killed = Cause("exited", 137, text="demo tick 35")
+    fell = Cause("group_fell", rank=2)
+    events = [
+        {"kind": "up"},
+        {"kind": "rank", "rank": 0, "state": "failed", "container_id": "c0",
+         "why": Cause("group_fell", rank=1).to_json()},
+        {"kind": "rank", "rank": 1, "state": "failed", "container_id": "c1",
+         "why": Cause("exited", 1).to_json()},
+        {"kind": "rank", "rank": 2, "state": "failed", "container_id": "c2", "why": killed.to_json()},
+        {"kind": CAUSE_EVENT, "rank": 0, "container_id": "c0", "why": fell.to_json()},
+        {"kind": CAUSE_EVENT, "rank": 1, "container_id": "c1", "why": fell.to_json()},
+        {"kind": "rank", "rank": 3, "state": "failed", "container_id": "c3", "why": fell.to_json()},
+    ]
+    ranks = [_failed(0, "c0", Cause("exited", 4)), _failed(1, "c1", Cause("exited", 4)),
+             _failed(2, "c2", Cause("exited", 137)), _failed(3, "other", Cause("exited", 4))]
+    restore_said(ranks, events)
+    assert [r.detail for r in ranks] == ["rank 2 failed first", "rank 2 failed first",
+                                         "exited with code 137: demo tick 35", "exited with code 4"]
+    # launched again since, restarted (a state that is not failed), or an event of another kind
+    for later in ({"kind": "up"}, {"kind": "rank", "rank": 2, "state": "restarting",
+                                   "container_id": "c2", "why": None}):
+        again = [_failed(2, "c2", Cause("exited", 137))]
+        restore_said(again, [*events, later])
+        assert again[0].detail == "exited with code 137"
+    booting = rank("booting", 2)
+    booting.container_id = "c2"
+    restore_said([booting], events)
+    assert booting.cause is None
