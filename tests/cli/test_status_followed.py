@@ -73,16 +73,21 @@ def test_a_status_beside_a_watch_shows_the_watchs_document(live: Cli, tmp_path: 
         # what happens meanwhile is there within a second or two: rank 2's engine killed
         os.kill(followed["ranks"][2]["engine"]["pid"], signal.SIGKILL)
         end = time.monotonic() + 20
-        while True:
-            doc = json.loads(live("status", SLUG, "--json").stdout)
+        said: list[str] = []
+        while True:  # rank 2 and the rest of its group failed, each container ended, and what
+            doc = json.loads(live("status", SLUG, "--json").stdout)  # the watch says settled
+            now = [r["detail"] for r in doc["ranks"]]
             if all(r["state"] == "failed" and r["exit_code"] is not None for r in doc["ranks"]):
-                break  # rank 2 and the rest of its group, each container ended
+                if now == said:
+                    break
+                said = now
             assert time.monotonic() < end, doc["ranks"]
-            time.sleep(0.3)
+            time.sleep(1.0)
         assert doc["source"]["follower"] == "the watch" and doc["restart_hint"] is True
-        said = [r["detail"] for r in doc["ranks"]]
         assert said[2].startswith("exited with code 137: ") and "demo tick" in said[2], said
-        assert [said[r] for r in (0, 1, 3)] == ["rank 2 failed first"] * 3, said
+        # the others fell with it ("; exited with code 4: ..." too when one was named first
+        # before rank 2's own end was seen)
+        assert all(said[r].startswith("rank 2 failed first") for r in (0, 1, 3)), said
     text, marks = marks_of(live, tmp_path, "status", SLUG)
     assert "attach: caught up" in marks and "which follows this run" not in text.stdout, marks
     assert "failed" in text.stdout and f"sparktui restart {SLUG} --group" in text.stdout
