@@ -31,7 +31,7 @@ from sparktui.core.linear import Regex
 from sparktui.core.linefilter import LineFilter
 from sparktui.core.private import private_open
 from sparktui.core.rungrep import end_print, numbered, tail
-from sparktui.core.runstore import END_MOST, RankLog
+from sparktui.core.runstore import RankLog
 
 REPLAY_FILE = "replay.json"
 """In a run's folder: what the replays of its files found, and where each stopped."""
@@ -147,11 +147,7 @@ def last_lines(path: Path, after: int, count: int,
     bytes when those hold too few lines) when every line counts (no restart), else numbered
     from its start (``tail``)."""
     if after == 0 and count > 0:
-        raw, size = end if end is not None else RankLog(path).end()
-        found = _last_rows(raw, size, count)
-        if found is None and len(raw) < min(size, END_MOST):
-            raw, size = RankLog(path).end()
-            found = _last_rows(raw, size, count)
+        found = RankLog(path).from_end(lambda raw, size: _last_rows(raw, size, count), end)
         if found is not None:
             return found
     return [text for _ts, _rank, no, text in tail(path, 0, count) if no > after]

@@ -30,9 +30,11 @@ from sparktui.core.redact import Redactor
 TYPE_CHECKING = False  # ``typing`` is not imported on the path of ``sparktui logs`` (2 ms)
 if TYPE_CHECKING:  # nor are the plan's models (pydantic) needed to read a run's files
     from collections.abc import Iterable
-    from typing import IO, Any
+    from typing import IO, Any, TypeVar
 
     from sparktui.core.plan import Plan
+
+    _T = TypeVar("_T")
 
 END_FIRST = 1 << 16
 """What an attach reads first of each rank's file for its last lines and its progress: a live
@@ -201,10 +203,17 @@ class RankLog:
         of hours is not read whole for it); None when none is in its last ``window`` bytes.
         ``end``: the file's last bytes already read (``end()``); fewer than ``window`` of a
         longer file, and none kept among them: the last ``window`` bytes are read."""
+        return self.from_end(lambda data, size: _last_kept(data, size, keep), end, window)
+
+    def from_end(self, pick: Callable[[bytes, int], _T | None],
+                 end: tuple[bytes, int] | None = None, window: int = END_MOST) -> _T | None:
+        """What ``pick`` finds in the file's last bytes and size: in ``end`` (``end()``, already
+        read), and when it finds nothing there and they are fewer than ``window`` of a longer
+        file, in the last ``window`` bytes (an attach reads ``END_FIRST`` first)."""
         data, size = end if end is not None else self.end(window)
-        found = _last_kept(data, size, keep)
+        found = pick(data, size)
         if found is None and len(data) < min(size, window):
-            found = _last_kept(*self.end(window), keep)
+            found = pick(*self.end(window))
         return found
 
     def since_restart(self, restart: dict[str, Any] | None) -> list[tuple[int, str]]:
