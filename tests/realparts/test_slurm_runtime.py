@@ -373,8 +373,12 @@ def test_a_lost_node_fails_its_rank_first_and_the_watchdog_brings_the_group_back
         for rank in (0, 1, 3):
             assert re.search(rf"rank {rank}: failed · rank 2 failed first", said), said
         # the group waits for Slurm to give the nodes again: queued while node2 is down
-        st = wait_status(cli, recipe, lambda s: states(s) == ["queued"] * 4, 60, "queued again")
-        assert "ReqNodeNotAvail" in st["ranks"][0]["detail"] or "Resources" in st["ranks"][0]["detail"]
+        # Slurm's reason comes with its next scheduling pass ("None" until then): wait for it
+        st = wait_status(cli, recipe, lambda s: states(s) == ["queued"] * 4 and any(
+            why in s["ranks"][0]["detail"] for why in ("(ReqNodeNotAvail", "(Resources")),
+            90, "queued again, with Slurm's reason")
+        queued = re.search(r"waiting for the scheduler: Slurm job (\d+) pending", st["ranks"][0]["detail"])
+        assert queued and queued[1] != job, st["ranks"][0]["detail"]  # a new job, not the lost one
         # back in service; the queued group may take it at once (mixed or allocated)
         assert tbm.start_slurmd(slurm.state_dir, "node2") in ("idle", "mixed", "allocated")
         st = wait_status(cli, recipe, lambda s: states(s) == ["ready"] * 4, 90, "the group back")
