@@ -317,8 +317,11 @@ async def test_ranks_wait_queued_while_another_user_holds_every_node(
     up = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True)
     try:
+        # Slurm's reason comes with its first scheduling pass ("None" until then): wait for it
         st = await asyncio.to_thread(
-            wait_status, cli, demo, lambda s: states(s) == ["queued"] * 4, 30, "every rank queued")
+            wait_status, cli, demo, lambda s: states(s) == ["queued"] * 4 and all(
+                "pending (Resources)" in r["detail"] for r in s["ranks"]), 60,
+            "every rank queued, with Slurm's reason")
         for r in st["ranks"]:
             assert "pending (Resources)" in r["detail"] and "partition spark" in r["detail"], r
         assert st["allocation"].endswith("pending (Resources) in partition spark")
