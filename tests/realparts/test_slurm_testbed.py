@@ -26,6 +26,7 @@ import docker
 import pytest
 
 import sparktui_testbed as tbm
+from sparktui_testbed import faults as tbf
 from tests.realparts.conftest import IMAGE
 
 pytestmark = pytest.mark.realparts
@@ -207,6 +208,40 @@ def test_docker_steps_write_to_the_shared_folder_and_scancel_leaves_no_container
         for c in (other, stray):
             with contextlib.suppress(docker.errors.NotFound):
                 c.remove(force=True)
+
+
+def test_the_epilog_waits_for_an_engine_starting_again_and_removes_the_jobs_containers(
+    slurm_tb: Any, clients: list[docker.DockerClient]
+) -> None:
+    """A job ended while its node's dockerd was down (crashed, starting again: a lost node's
+    job often ends so): its containers come back with the engine, and the epilog, asking again
+    until the engine answers, removes them. It used to take a silent engine for one with
+    nothing to remove, and a container of the ended job ran on (the Slurm soak, seed 701)."""
+    node = slurm_tb.nodes[0]
+    rc, out, err = _login(slurm_tb, f"sbatch --parsable --nodes=1 --nodelist={node.name} "
+                                    "--job-name=sptb-epilog --output=/dev/null --wrap='sleep 300'")
+    assert rc == 0, err
+    job = out.strip().split(";")[0]
+    _wait("the job running", lambda: _login(
+        slurm_tb, f"squeue --noheader --jobs={job} --format=%T")[1].strip() == "RUNNING")
+    mine = clients[0].containers.run(IMAGE, ["sleep", "300"], detach=True, labels={LABEL: job})
+    tbf.kill_dockerd(node)
+    try:
+        rc, _, err = _login(slurm_tb, f"scancel {job}")
+        assert rc == 0, err
+        time.sleep(3)  # the epilog meets the silent engine
+        rc, out, _ = _login(slurm_tb, f"squeue --noheader --jobs={job} --states=all --format=%T")
+        assert out.strip() == "COMPLETING", out  # its epilog still waits
+    finally:
+        tbf.start_dockerd(slurm_tb, node)
+        tbf.wait_dockerd(node)
+    try:
+        _wait("the ended job's container removed once the engine is back",
+              lambda: not _labelled(clients, job)[0])
+        _wait("the node idle again, not drained", lambda: _states(slurm_tb).get(node.name) == "idle")
+    finally:
+        with contextlib.suppress(docker.errors.NotFound):
+            mine.remove(force=True)
 
 
 def test_a_second_users_job_holds_every_node(slurm_tb: Any) -> None:
