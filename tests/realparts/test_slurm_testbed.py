@@ -213,10 +213,11 @@ def test_docker_steps_write_to_the_shared_folder_and_scancel_leaves_no_container
 def test_the_epilog_waits_for_an_engine_starting_again_and_removes_the_jobs_containers(
     slurm_tb: Any, clients: list[docker.DockerClient]
 ) -> None:
-    """A job ended while its node's dockerd was down (crashed, starting again: a lost node's
-    job often ends so): its containers come back with the engine, and the epilog, asking again
-    until the engine answers, removes them. It used to take a silent engine for one with
-    nothing to remove, and a container of the ended job ran on (the Slurm soak, seed 701)."""
+    """A job ended while its node's dockerd was down, crashed and starting again (the Slurm
+    soak's seed 701: a node set down and its dockerd killed as the job ended there): the
+    containers come back with the engine, and the epilog, asking again until the engine
+    answers, removes them. It took a silent engine for one with nothing to remove, and a
+    container of the ended job was left."""
     node = slurm_tb.nodes[0]
     rc, out, err = _login(slurm_tb, f"sbatch --parsable --nodes=1 --nodelist={node.name} "
                                     "--job-name=sptb-epilog --output=/dev/null --wrap='sleep 300'")
