@@ -31,9 +31,9 @@ export PATH
 [ -n "${SLURM_JOB_ID:-}" ] || exit 0
 command -v docker >/dev/null 2>&1 || exit 0
 
-case "${DOCKER_HOST:-unix:///var/run/docker.sock}" in
-    unix://*) socket=${DOCKER_HOST:-unix:///var/run/docker.sock}; socket=${socket#unix://}
-              [ -S "$socket" ] || exit 0 ;;  # no engine on this node
+engine=${DOCKER_HOST:-unix:///var/run/docker.sock}
+case "$engine" in
+    unix://*) [ -S "${engine#unix://}" ] || exit 0 ;;  # no engine on this node
 esac
 
 # each call bounded (a paused engine takes the connection and answers nothing)
